@@ -1,0 +1,88 @@
+//! `stampede check`: re-run the checkers on a stored history.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::checker::formats::{self, Format};
+use crate::checker::models::FailedCas;
+use crate::checker::result::write_results;
+use crate::checker::{check_history, CheckOptions, ModelKind};
+
+/// Arguments of `stampede check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// A results folder (its history.jsonl is read) or a history file.
+    pub path: PathBuf,
+    /// The model: register, cas-register, versioned-register, mutex or fenced-mutex
+    /// [default: versioned-register for stampede histories, cas-register for Jepsen ones].
+    #[arg(long)]
+    pub model: Option<ModelKind>,
+    /// The history's format: auto, jsonl, edn or jepsen-log.
+    #[arg(long, default_value = "auto")]
+    pub format: Format,
+    /// What a failed cas tells: ignore (it did not happen) or mismatch (also: the register did
+    /// not hold the expected value during it).
+    #[arg(long, default_value = "ignore")]
+    pub failed_cas: FailedCas,
+    /// The register's initial value: an integer or nil.
+    #[arg(long, default_value = "nil", value_parser = parse_initial)]
+    pub initial: Initial,
+    /// Give up with an unknown verdict after this long (e.g. 60s, 5m).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub time_limit: Duration,
+    /// Memory the search may use before giving up with an unknown verdict, in MiB.
+    #[arg(long, default_value_t = 4096)]
+    pub memory_limit_mib: usize,
+    /// Also write the verdict as JSON to this file (e.g. results.json).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+/// The register's initial value as given on the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct Initial(Option<i64>);
+
+fn parse_initial(s: &str) -> Result<Initial, String> {
+    if s == "nil" || s == "null" {
+        return Ok(Initial(None));
+    }
+    s.parse().map(|v| Initial(Some(v))).map_err(|_| format!("{s:?} is neither an integer nor nil"))
+}
+
+/// Runs `stampede check`: prints the report, the verdict last, and exits 0, 1 or 2.
+pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let file = history_file(&args.path)?;
+    let (ops, format) = formats::read(&file, args.format)?;
+    let model = args.model.unwrap_or(match format {
+        Format::Jsonl | Format::Auto => ModelKind::VersionedRegister,
+        Format::Edn | Format::JepsenLog => ModelKind::CasRegister,
+    });
+    let opts = CheckOptions {
+        model,
+        failed_cas: args.failed_cas,
+        initial: args.initial.0,
+        time_limit: Some(args.time_limit),
+        memory_limit: args.memory_limit_mib << 20,
+        ..CheckOptions::default()
+    };
+    let result = check_history(&ops, &opts).with_context(|| format!("{}", file.display()))?;
+    if let Some(out) = &args.output {
+        write_results(out, &result)?;
+    }
+    print!("{}", result.render());
+    Ok(ExitCode::from(result.valid.exit_code()))
+}
+
+/// The history file for `path`: the file itself, or a results folder's `history.jsonl`.
+fn history_file(path: &Path) -> anyhow::Result<PathBuf> {
+    if path.is_dir() {
+        let file = path.join("history.jsonl");
+        anyhow::ensure!(file.is_file(), "{} is a folder without a history.jsonl", path.display());
+        return Ok(file);
+    }
+    anyhow::ensure!(path.exists(), "{}: no such file or folder", path.display());
+    Ok(path.to_path_buf())
+}

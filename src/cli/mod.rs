@@ -1,0 +1,81 @@
+//! The command line: parses arguments and hands each subcommand to its stage.
+
+mod check;
+mod cluster;
+mod db;
+mod exec;
+mod nemesis;
+mod targets;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A Jepsen-style black-box test harness for ZooKeeper.
+#[derive(Debug, Parser)]
+#[command(name = "stampede", version, about)]
+struct Cli {
+    /// More log output (-v: debug, -vv: trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Make, remove or inspect the local cluster of namespace nodes.
+    Cluster(cluster::ClusterArgs),
+    /// Set up, tear down or inspect the database on the nodes.
+    Db(db::DbArgs),
+    /// Run a shell command as root on the nodes, over SSH.
+    Exec(exec::ExecArgs),
+    /// Heal every fault on the nodes (after a controller crash).
+    Heal(nemesis::HealArgs),
+    /// Inject a fault by hand.
+    Nemesis(nemesis::NemesisArgs),
+    /// Check a stored history (a results folder or a history file).
+    Check(check::CheckArgs),
+}
+
+/// Parses the command line, runs the command and turns its outcome into an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Cluster(args) => cluster::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Db(args) => runtime()?.block_on(db::run(args)),
+        Command::Exec(args) => runtime()?.block_on(exec::run(args)),
+        Command::Heal(args) => runtime()?.block_on(nemesis::heal(args)),
+        Command::Nemesis(args) => runtime()?.block_on(nemesis::run(args)),
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("stampede={level},warn")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,82 @@
+//! `stampede nemesis run` and `stampede heal`: faults by hand, and healing after a crash.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::db::DbChoice;
+use super::targets::TargetArgs;
+use crate::nemesis::{self, Ending};
+
+/// Arguments of `stampede nemesis`.
+#[derive(Debug, clap::Args)]
+pub struct NemesisArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Inject one fault, hold it, then heal it (and everything else).
+    Run {
+        /// Fault kind: partition, kill or pause.
+        #[arg(long)]
+        kind: String,
+        /// Which nodes: one, minority, majority, all, leader or a node name; partitions also
+        /// take halves, majorities-ring and bridge.
+        #[arg(long, default_value = "one")]
+        target: String,
+        /// How long the fault lasts (e.g. 10s, 1m).
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        duration: Duration,
+        #[command(flatten)]
+        targets: TargetArgs,
+        #[command(flatten)]
+        db: DbChoice,
+    },
+}
+
+/// Arguments of `stampede heal`.
+#[derive(Debug, clap::Args)]
+pub struct HealArgs {
+    #[command(flatten)]
+    targets: TargetArgs,
+    #[command(flatten)]
+    db: DbChoice,
+}
+
+/// Runs `stampede nemesis`.
+pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
+    let Action::Run { kind, target, duration, targets, db } = args.action;
+    let control = targets.control()?;
+    let db: Arc<dyn crate::db::Db> = db.build(control.nodes().to_vec())?.into();
+    let fault = nemesis::build(&kind, &target, control.clone(), db.clone())?;
+    let work = async {
+        let started = fault.start().await?;
+        println!("start-{kind}: {started}");
+        tokio::time::sleep(duration).await;
+        let stopped = fault.stop().await?;
+        println!("stop-{kind}: {stopped}");
+        anyhow::Ok(())
+    };
+    match nemesis::guarded(&control, db.as_ref(), work).await? {
+        Ending::Finished(result) => {
+            result?;
+            println!("healed");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ending::Interrupted(signal) => {
+            println!("interrupted by {signal}; healed");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// Runs `stampede heal`.
+pub async fn heal(args: HealArgs) -> anyhow::Result<ExitCode> {
+    let control = args.targets.control()?;
+    let db = args.db.build(control.nodes().to_vec())?;
+    nemesis::heal_all(&control, db.as_ref()).await?;
+    println!("healed {} nodes: no partition rules, no paused server, every set-up server running", control.nodes().len());
+    Ok(ExitCode::SUCCESS)
+}

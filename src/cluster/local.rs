@@ -1,0 +1,55 @@
+//! Running commands on the controller's own machine (the local cluster's plumbing only).
+
+use std::process::Command;
+
+use anyhow::{bail, Context};
+
+/// Runs `program args...` locally and returns its trimmed standard output; a non-zero exit
+/// is an error that names the command and carries its standard error.
+pub fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run `{program}` (is it installed?)"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        bail!("`{program} {}` failed: {}", args.join(" "), stderr.trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Whether `program args...` exits with status 0 (its output is discarded).
+pub fn succeeds(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Whether a program is on the PATH (or at an absolute path).
+pub fn has_program(program: &str) -> bool {
+    if program.starts_with('/') {
+        return std::path::Path::new(program).exists();
+    }
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+/// Whether a process with this pid is alive (a zombie counts as dead).
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')).unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// The command line of a process, with arguments joined by spaces.
+pub fn pid_cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " ").trim().to_string())
+        .unwrap_or_default()
+}

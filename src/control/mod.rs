@@ -1,0 +1,184 @@
+//! Control: running commands on nodes over SSH.
+//!
+//! Every action on a node goes through here, for real VMs and for the local cluster alike.
+//! Sessions are pooled per node and reused; a connection that drops before a command was sent
+//! is re-established and the command sent again, and commands marked idempotent are retried
+//! after a drop mid-command too. Every error names the node and the command.
+
+mod node;
+mod session;
+pub mod shell;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use ssh2::Session;
+
+pub use node::{parse_list, read_file as read_nodes_file, Node};
+pub use session::{check_key_file, known_hosts_name, HostKeyPolicy, Output, SshOptions};
+use session::Failure;
+
+/// Whether a command may be sent again after the connection dropped while it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Sending it twice is harmless (reads, `mkdir -p`, kill by pid file).
+    Idempotent,
+    /// Send it at most once after it may have started.
+    Once,
+}
+
+/// Runs commands on a set of nodes over pooled SSH sessions.
+#[derive(Clone)]
+pub struct Control {
+    opts: Arc<SshOptions>,
+    nodes: Arc<Vec<Node>>,
+    idle: Arc<Mutex<HashMap<String, Vec<Session>>>>,
+}
+
+/// How long a command may take unless told otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Control {
+    /// A controller for `nodes`, connecting with `opts`.
+    pub fn new(nodes: Vec<Node>, opts: SshOptions) -> Control {
+        Control { opts: Arc::new(opts), nodes: Arc::new(nodes), idle: Arc::default() }
+    }
+
+    /// The nodes under control, in the order they were given.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Runs `command` as root on `node`; a non-zero exit is not an error here.
+    pub async fn run(&self, node: &Node, command: &str, timeout: Duration, retry: Retry) -> anyhow::Result<Output> {
+        self.run_with_input(node, command, Vec::new(), timeout, retry).await
+    }
+
+    /// Runs `command` as root on `node` and returns its trimmed standard output; a non-zero
+    /// exit is an error carrying the node, the command and its standard error.
+    pub async fn exec(&self, node: &Node, command: &str, retry: Retry) -> anyhow::Result<String> {
+        self.run_checked(node, command, DEFAULT_TIMEOUT, retry).await
+    }
+
+    /// Like [`Control::exec`], with a time limit of its own.
+    pub async fn run_checked(&self, node: &Node, command: &str, timeout: Duration, retry: Retry) -> anyhow::Result<String> {
+        let out = self.run(node, command, timeout, retry).await?;
+        check_status(node, command, &out)?;
+        Ok(out.stdout_text())
+    }
+
+    /// Runs `command` on every node at once, in node order.
+    pub async fn exec_all(&self, command: &str, retry: Retry) -> Vec<anyhow::Result<String>> {
+        let calls = self.nodes.iter().map(|n| self.exec(n, command, retry));
+        futures::future::join_all(calls).await
+    }
+
+    /// Writes `data` to `remote_path` on `node` (as root), replacing the file atomically.
+    pub async fn upload(&self, node: &Node, data: Vec<u8>, remote_path: &str, mode: u32) -> anyhow::Result<()> {
+        let tmp = format!("{remote_path}.stampede-upload");
+        let command = format!(
+            "cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {dst}",
+            tmp = shell::quote(&tmp),
+            dst = shell::quote(remote_path)
+        );
+        let out = self.run_with_input(node, &command, data, DEFAULT_TIMEOUT, Retry::Idempotent).await?;
+        check_status(node, &format!("upload to {remote_path}"), &out)
+    }
+
+    /// Reads `remote_path` from `node` into `local_path`.
+    pub async fn download(&self, node: &Node, remote_path: &str, local_path: &Path) -> anyhow::Result<()> {
+        let command = format!("cat {}", shell::quote(remote_path));
+        let out = self.run(node, &command, DEFAULT_TIMEOUT, Retry::Idempotent).await?;
+        check_status(node, &command, &out)?;
+        std::fs::write(local_path, &out.stdout).with_context(|| format!("cannot write {}", local_path.display()))
+    }
+
+    async fn run_with_input(
+        &self,
+        node: &Node,
+        command: &str,
+        stdin: Vec<u8>,
+        timeout: Duration,
+        retry: Retry,
+    ) -> anyhow::Result<Output> {
+        let this = self.clone();
+        let node_owned = node.clone();
+        let wrapped = shell::as_root(&node.user, command);
+        let result = tokio::task::spawn_blocking(move || this.run_blocking(&node_owned, &wrapped, &stdin, timeout, retry))
+            .await
+            .map_err(|e| anyhow!("SSH task failed: {e}"))?;
+        result.with_context(|| format!("on {}: `{}`", node.name, abbreviate(command)))
+    }
+
+    fn run_blocking(&self, node: &Node, command: &str, stdin: &[u8], timeout: Duration, retry: Retry) -> anyhow::Result<Output> {
+        let deadline = Instant::now() + timeout;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let session = match self.take_session(node) {
+                Ok(s) => s,
+                Err(e) if attempts < 3 && Instant::now() < deadline => {
+                    tracing::debug!(node = %node.name, "connect failed, retrying: {e:#}");
+                    std::thread::sleep(Duration::from_millis(300));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            match session::run(&session, command, stdin, deadline) {
+                Ok(out) => {
+                    self.put_session(node, session);
+                    return Ok(out);
+                }
+                Err(Failure::BeforeSend(e)) if attempts < 3 && Instant::now() < deadline => {
+                    tracing::debug!(node = %node.name, "session dropped before sending, retrying: {e:#}");
+                }
+                Err(Failure::AfterSend(e)) if retry == Retry::Idempotent && attempts < 3 && Instant::now() < deadline => {
+                    tracing::debug!(node = %node.name, "session dropped mid-command, retrying: {e:#}");
+                }
+                Err(Failure::BeforeSend(e) | Failure::AfterSend(e)) => {
+                    let limit = if Instant::now() >= deadline { format!(" (limit {timeout:?})") } else { String::new() };
+                    return Err(e.context(format!("command failed{limit}")));
+                }
+            }
+        }
+    }
+
+    fn take_session(&self, node: &Node) -> anyhow::Result<Session> {
+        let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&node.name).and_then(Vec::pop);
+        match pooled {
+            Some(s) => Ok(s),
+            None => session::connect(node, &self.opts).with_context(|| format!("{}@{}:{}", node.user, node.host, node.port)),
+        }
+    }
+
+    fn put_session(&self, node: &Node, session: Session) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let sessions = idle.entry(node.name.clone()).or_default();
+        if sessions.len() < 4 {
+            sessions.push(session);
+        }
+    }
+}
+
+fn check_status(node: &Node, command: &str, out: &Output) -> anyhow::Result<()> {
+    if out.status != 0 {
+        let stderr = out.stderr_text();
+        let detail = stderr.lines().last().unwrap_or("").to_string();
+        bail!("on {}: `{}` exited with status {}: {}", node.name, abbreviate(command), out.status, detail);
+    }
+    Ok(())
+}
+
+/// The first line of a command, shortened for error messages.
+fn abbreviate(command: &str) -> String {
+    let first = command.lines().next().unwrap_or("");
+    if first.len() > 120 || command.contains('\n') {
+        let cut: String = first.chars().take(117).collect();
+        format!("{cut}...")
+    } else {
+        first.to_string()
+    }
+}

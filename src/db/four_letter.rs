@@ -1,0 +1,82 @@
+//! ZooKeeper's four-letter words (`srvr`, `mntr`, …), asked over the client port.
+
+use std::fmt;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The role a server reports in `srvr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Leads the ensemble.
+    Leader,
+    /// Follows the leader.
+    Follower,
+    /// A single server without an ensemble.
+    Standalone,
+    /// A non-voting member.
+    Observer,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Mode::Leader => "leader",
+            Mode::Follower => "follower",
+            Mode::Standalone => "standalone",
+            Mode::Observer => "observer",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Sends `word` to the server at `address` and returns its answer.
+pub async fn four_letter_word(address: &str, word: &str) -> anyhow::Result<String> {
+    let ask = async {
+        let mut stream = TcpStream::connect(address).await?;
+        stream.write_all(word.as_bytes()).await?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await?;
+        anyhow::Ok(answer)
+    };
+    tokio::time::timeout(Duration::from_secs(3), ask)
+        .await
+        .with_context(|| format!("{address} did not answer `{word}` within 3 s"))?
+        .with_context(|| format!("cannot ask {address} `{word}`"))
+}
+
+/// The mode `srvr` reports, or an error when the server does not serve.
+pub async fn mode(address: &str) -> anyhow::Result<Mode> {
+    parse_mode(&four_letter_word(address, "srvr").await?).with_context(|| format!("{address}"))
+}
+
+/// Reads the `Mode:` line of a `srvr` answer.
+pub fn parse_mode(srvr: &str) -> anyhow::Result<Mode> {
+    let Some(line) = srvr.lines().find_map(|l| l.strip_prefix("Mode:")) else {
+        bail!("not serving: {}", srvr.lines().next().unwrap_or("no answer"));
+    };
+    match line.trim() {
+        "leader" => Ok(Mode::Leader),
+        "follower" => Ok(Mode::Follower),
+        "standalone" => Ok(Mode::Standalone),
+        "observer" => Ok(Mode::Observer),
+        other => bail!("unknown mode {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_modes() {
+        let srvr = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: follower\nNode count: 5\n";
+        assert_eq!(parse_mode(srvr).unwrap(), Mode::Follower);
+        assert_eq!(parse_mode("Mode: leader\n").unwrap(), Mode::Leader);
+        let err = parse_mode("This ZooKeeper instance is not currently serving requests\n").unwrap_err();
+        assert!(err.to_string().contains("not currently serving"));
+        assert!(parse_mode("Mode: confused\n").is_err());
+    }
+}

@@ -1,0 +1,84 @@
+//! The database under test on the nodes: install, configure, start, stop, kill, pause,
+//! find the leader, wipe, collect logs. A trait, so that other ZooKeeper-compatible servers
+//! can stand beside Apache ZooKeeper without touching workloads or nemeses.
+
+mod four_letter;
+pub mod zookeeper;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+
+use crate::control::{Control, Node};
+
+pub use four_letter::{four_letter_word, Mode};
+
+/// A ZooKeeper-compatible database on a set of nodes.
+#[async_trait]
+pub trait Db: Send + Sync {
+    /// A short name: `zookeeper`.
+    fn name(&self) -> &str;
+    /// The `host:port` clients use to reach `node`.
+    fn client_address(&self, node: &Node) -> String;
+    /// Installs, configures and starts the database on every node, then waits until it serves.
+    async fn setup(&self, control: &Control) -> anyhow::Result<()>;
+    /// Stops the servers and removes their data and configuration.
+    async fn teardown(&self, control: &Control) -> anyhow::Result<()>;
+    /// Starts the server on `node` (no-op when it runs).
+    async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// Stops the server on `node` gracefully (SIGTERM, then SIGKILL).
+    async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// Kills the server on `node` with SIGKILL.
+    async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// Pauses the server on `node` with SIGSTOP.
+    async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// Resumes the server on `node` with SIGCONT (no-op when it is not paused).
+    async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// Whether the server process on `node` exists (paused or not).
+    async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool>;
+    /// Whether `node` has been set up (configured), so that healing should restart it.
+    async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool>;
+    /// Removes the server's data on `node` (the server must be stopped).
+    async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// Copies the server's logs and a listing of its data directory into `dir`.
+    async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()>;
+}
+
+/// What each node says it is, in node order (`None` when it does not answer or serve).
+pub async fn modes(db: &dyn Db, nodes: &[Node]) -> Vec<Option<Mode>> {
+    let asks = nodes.iter().map(|n| async move { four_letter::mode(&db.client_address(n)).await.ok() });
+    futures::future::join_all(asks).await
+}
+
+/// The current leader, if exactly one node says it leads.
+pub async fn leader(db: &dyn Db, nodes: &[Node]) -> Option<Node> {
+    let modes = modes(db, nodes).await;
+    let leaders: Vec<&Node> = nodes.iter().zip(&modes).filter(|(_, m)| **m == Some(Mode::Leader)).map(|(n, _)| n).collect();
+    match leaders.as_slice() {
+        [one] => Some((*one).clone()),
+        _ => None,
+    }
+}
+
+/// Waits until every node in `nodes` serves and, for an ensemble, exactly one leads.
+pub async fn wait_until_serving(db: &dyn Db, nodes: &[Node], limit: std::time::Duration) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let modes = modes(db, nodes).await;
+        let leaders = modes.iter().filter(|m| **m == Some(Mode::Leader)).count();
+        let serving = modes.iter().all(|m| m.is_some());
+        let standalone = nodes.len() == 1 && modes[0] == Some(Mode::Standalone);
+        if serving && (leaders == 1 || standalone) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let said: Vec<String> = nodes
+                .iter()
+                .zip(&modes)
+                .map(|(n, m)| format!("{}: {}", n.name, m.map(|m| m.to_string()).unwrap_or_else(|| "not serving".into())))
+                .collect();
+            anyhow::bail!("{} did not form an ensemble within {limit:?} ({})", db.name(), said.join(", "));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}

@@ -1,0 +1,380 @@
+//! Apache ZooKeeper as the database under test: Debian's `zookeeper` package (or an Apache
+//! release tarball), one server per node in its own directory, started under `setsid` with a
+//! pid file so that every later action (kill, pause, stop) targets exactly that process.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::Db;
+use crate::control::shell::quote;
+use crate::control::{Control, Node, Retry};
+
+/// Where ZooKeeper comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Install {
+    /// The distribution's `zookeeper` package, installed with apt-get when missing.
+    Package,
+    /// An Apache release tarball (`apache-zookeeper-X-bin.tar.gz`), a local path uploaded to
+    /// the nodes or an `http(s)://` URL the nodes download.
+    Tarball(String),
+}
+
+/// How ZooKeeper is installed and configured on the nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZkConfig {
+    /// Where the server comes from.
+    pub install: Install,
+    /// Client port.
+    pub client_port: u16,
+    /// Quorum (follower to leader) port.
+    pub quorum_port: u16,
+    /// Leader election port.
+    pub election_port: u16,
+    /// ZooKeeper's basic time unit, in milliseconds.
+    pub tick_time_ms: u32,
+    /// Ticks a follower may take to connect and sync to a leader.
+    pub init_limit: u32,
+    /// Ticks a follower may lag behind the leader.
+    pub sync_limit: u32,
+    /// Java heap limit, in MiB.
+    pub heap_mb: u32,
+    /// The directory under which each node keeps its server's files (`<dir>/<node>/…`).
+    pub dir: String,
+}
+
+impl Default for ZkConfig {
+    fn default() -> Self {
+        ZkConfig {
+            install: Install::Package,
+            client_port: 2181,
+            quorum_port: 2888,
+            election_port: 3888,
+            tick_time_ms: 1000,
+            init_limit: 10,
+            sync_limit: 5,
+            heap_mb: 256,
+            dir: "/var/lib/stampede/db".into(),
+        }
+    }
+}
+
+/// The four-letter words every server allows (stampede's checks and herd measurements use them).
+pub const FOUR_LETTER_WORDS: &str = "srvr,mntr,ruok,wchs,cons,stat,conf";
+
+/// Renders `zoo.cfg` for the server with id `myid` on `node` in an ensemble of `nodes`.
+pub fn render_zoo_cfg(cfg: &ZkConfig, nodes: &[Node], node: &Node, data_dir: &str) -> String {
+    let mut out = format!(
+        "# Written by stampede for {name}.\n\
+         tickTime={tick}\n\
+         initLimit={init}\n\
+         syncLimit={sync}\n\
+         dataDir={data_dir}\n\
+         clientPort={port}\n\
+         clientPortAddress={host}\n\
+         maxClientCnxns=0\n\
+         admin.enableServer=false\n\
+         4lw.commands.whitelist={words}\n",
+        name = node.name,
+        tick = cfg.tick_time_ms,
+        init = cfg.init_limit,
+        sync = cfg.sync_limit,
+        port = cfg.client_port,
+        host = node.host,
+        words = FOUR_LETTER_WORDS,
+    );
+    if nodes.len() > 1 {
+        for (i, n) in nodes.iter().enumerate() {
+            out.push_str(&format!("server.{}={}:{}:{}\n", i + 1, n.host, cfg.quorum_port, cfg.election_port));
+        }
+    }
+    out
+}
+
+const LOG4J: &str = "\
+log4j.rootLogger=INFO, ROLLINGFILE
+log4j.appender.ROLLINGFILE=org.apache.log4j.RollingFileAppender
+log4j.appender.ROLLINGFILE.File=${zookeeper.log.dir}/zookeeper.log
+log4j.appender.ROLLINGFILE.MaxFileSize=10MB
+log4j.appender.ROLLINGFILE.MaxBackupIndex=5
+log4j.appender.ROLLINGFILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.ROLLINGFILE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] - %-5p [%t:%C{1}@%L] - %m%n
+";
+
+/// Apache ZooKeeper on the nodes of a [`Control`].
+pub struct ZooKeeper {
+    cfg: ZkConfig,
+    nodes: Vec<Node>,
+}
+
+impl ZooKeeper {
+    /// ZooKeeper configured by `cfg` for an ensemble of `nodes`.
+    pub fn new(cfg: ZkConfig, nodes: Vec<Node>) -> ZooKeeper {
+        ZooKeeper { cfg, nodes }
+    }
+
+    /// The directory of `node`'s server: `<dir>/<node name>`.
+    fn home(&self, node: &Node) -> String {
+        format!("{}/{}", self.cfg.dir.trim_end_matches('/'), node.name)
+    }
+
+    fn myid(&self, node: &Node) -> anyhow::Result<usize> {
+        let i = self.nodes.iter().position(|n| n.name == node.name);
+        i.map(|i| i + 1).with_context(|| format!("{} is not a node of this ensemble", node.name))
+    }
+
+    /// Where the installed ZooKeeper lives and the class path to run it.
+    fn class_path(&self, home: &str) -> String {
+        match self.cfg.install {
+            Install::Package => format!(
+                "{home}/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
+            ),
+            Install::Tarball(_) => format!("{home}/conf:{}/lib/*", TARBALL_HOME),
+        }
+    }
+
+    /// A shell snippet that sets `pid` to our server's pid, or fails when none runs.
+    fn find_pid(&self, node: &Node) -> String {
+        let home = self.home(node);
+        format!(
+            "pid=$(cat {pidfile} 2>/dev/null) && [ -n \"$pid\" ] && grep -qF {cfg} /proc/$pid/cmdline 2>/dev/null",
+            pidfile = quote(&format!("{home}/server.pid")),
+            cfg = quote(&format!("{home}/conf/zoo.cfg")),
+        )
+    }
+
+    async fn install(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        match &self.cfg.install {
+            Install::Package => {
+                let cmd = "test -f /usr/share/java/zookeeper.jar || \
+                     (export DEBIAN_FRONTEND=noninteractive; apt-get update -q && \
+                      apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 zookeeper)";
+                control.run_checked(node, cmd, Duration::from_secs(600), Retry::Idempotent).await?;
+            }
+            Install::Tarball(source) => self.install_tarball(control, node, source).await?,
+        }
+        Ok(())
+    }
+
+    async fn install_tarball(&self, control: &Control, node: &Node, source: &str) -> anyhow::Result<()> {
+        let archive = "/tmp/stampede-zookeeper.tar.gz";
+        if source.starts_with("http://") || source.starts_with("https://") {
+            let cmd = format!(
+                "curl -fsSL -o {archive} {url} || wget -q -O {archive} {url}",
+                url = quote(source)
+            );
+            control.run_checked(node, &cmd, Duration::from_secs(600), Retry::Idempotent).await?;
+        } else {
+            let data = std::fs::read(source).with_context(|| format!("cannot read ZooKeeper tarball {source}"))?;
+            control.upload(node, data, archive, 0o644).await?;
+        }
+        let cmd = format!(
+            "rm -rf {home}.new && mkdir -p {home}.new && tar -xzf {archive} -C {home}.new --strip-components=1 && \
+             test -d {home}.new/lib && rm -rf {home} && mv {home}.new {home}",
+            home = TARBALL_HOME
+        );
+        control.run_checked(node, &cmd, Duration::from_secs(300), Retry::Idempotent).await?;
+        Ok(())
+    }
+
+    async fn configure(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        let home = self.home(node);
+        let data = format!("{home}/data");
+        control
+            .exec(node, &format!("mkdir -p {h}/conf {h}/data {h}/logs", h = quote(&home)), Retry::Idempotent)
+            .await?;
+        let zoo_cfg = render_zoo_cfg(&self.cfg, &self.nodes, node, &data);
+        control.upload(node, zoo_cfg.into_bytes(), &format!("{home}/conf/zoo.cfg"), 0o644).await?;
+        control.upload(node, LOG4J.as_bytes().to_vec(), &format!("{home}/conf/log4j.properties"), 0o644).await?;
+        let myid = format!("{}\n", self.myid(node)?);
+        control.upload(node, myid.into_bytes(), &format!("{data}/myid"), 0o644).await?;
+        Ok(())
+    }
+
+    async fn wait_gone(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        let cmd = format!("for i in $(seq 100); do {} || exit 0; sleep 0.1; done; exit 1", self.find_pid(node));
+        let out = control.run(node, &cmd, Duration::from_secs(20), Retry::Idempotent).await?;
+        if out.status != 0 {
+            bail!("on {}: the ZooKeeper server did not exit", node.name);
+        }
+        Ok(())
+    }
+
+    async fn signal(&self, control: &Control, node: &Node, signal: &str) -> anyhow::Result<bool> {
+        let cmd = format!("if {}; then kill -{signal} $pid && echo signalled; fi", self.find_pid(node));
+        Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "signalled")
+    }
+}
+
+/// Where a tarball install is unpacked on each node.
+const TARBALL_HOME: &str = "/opt/stampede/zookeeper";
+
+#[async_trait]
+impl Db for ZooKeeper {
+    fn name(&self) -> &str {
+        "zookeeper"
+    }
+
+    fn client_address(&self, node: &Node) -> String {
+        format!("{}:{}", node.host, self.cfg.client_port)
+    }
+
+    async fn setup(&self, control: &Control) -> anyhow::Result<()> {
+        let steps = self.nodes.iter().map(|node| async move {
+            self.install(control, node).await?;
+            self.configure(control, node).await?;
+            self.start(control, node).await
+        });
+        for result in futures::future::join_all(steps).await {
+            result?;
+        }
+        super::wait_until_serving(self, &self.nodes, Duration::from_secs(90)).await
+    }
+
+    async fn teardown(&self, control: &Control) -> anyhow::Result<()> {
+        let steps = self.nodes.iter().map(|node| async move {
+            self.resume(control, node).await?;
+            self.stop(control, node).await?;
+            control.exec(node, &format!("rm -rf {}", quote(&self.home(node))), Retry::Idempotent).await?;
+            anyhow::Ok(())
+        });
+        for result in futures::future::join_all(steps).await {
+            result?;
+        }
+        Ok(())
+    }
+
+    async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        let home = self.home(node);
+        let cmd = format!(
+            "if {running}; then exit 0; fi; cd {h} || exit 1; \
+             setsid nohup java -Xmx{heap}m -Dzookeeper.log.dir={h}/logs -Dlog4j.configuration=file:{h}/conf/log4j.properties \
+             -cp {cp} org.apache.zookeeper.server.quorum.QuorumPeerMain {h}/conf/zoo.cfg \
+             >> {h}/logs/stdout.log 2>&1 < /dev/null & echo $! > {h}/server.pid",
+            running = self.find_pid(node),
+            h = quote(&home),
+            heap = self.cfg.heap_mb,
+            cp = quote(&self.class_path(&home)),
+        );
+        control.exec(node, &cmd, Retry::Once).await?;
+        Ok(())
+    }
+
+    async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.resume(control, node).await?;
+        if self.signal(control, node, "TERM").await? && self.wait_gone(control, node).await.is_err() {
+            self.signal(control, node, "KILL").await?;
+            self.wait_gone(control, node).await?;
+        }
+        Ok(())
+    }
+
+    async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        if self.signal(control, node, "KILL").await? {
+            self.wait_gone(control, node).await?;
+        }
+        Ok(())
+    }
+
+    async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        if !self.signal(control, node, "STOP").await? {
+            bail!("on {}: no ZooKeeper server runs to pause", node.name);
+        }
+        Ok(())
+    }
+
+    async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.signal(control, node, "CONT").await?;
+        Ok(())
+    }
+
+    async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
+        let cmd = format!("if {}; then echo yes; fi", self.find_pid(node));
+        Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "yes")
+    }
+
+    async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
+        let cmd = format!("test -f {} && echo yes || true", quote(&format!("{}/conf/zoo.cfg", self.home(node))));
+        Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "yes")
+    }
+
+    async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        if self.is_running(control, node).await? {
+            bail!("on {}: stop the server before wiping its data", node.name);
+        }
+        let data = quote(&format!("{}/data", self.home(node)));
+        control.exec(node, &format!("rm -rf {data}/version-2"), Retry::Idempotent).await?;
+        Ok(())
+    }
+
+    async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
+        let home = self.home(node);
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for name in ["zookeeper.log", "stdout.log"] {
+            let remote = format!("{home}/logs/{name}");
+            let probe = format!("test -f {} && echo yes || true", quote(&remote));
+            if control.exec(node, &probe, Retry::Idempotent).await? == "yes" {
+                control.download(node, &remote, &dir.join(name)).await?;
+            }
+        }
+        let list = format!("ls -laR {} 2>&1 || true", quote(&format!("{home}/data")));
+        let listing = control.exec(node, &list, Retry::Idempotent).await?;
+        std::fs::write(dir.join("data-dir.txt"), listing + "\n")?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes(n: usize) -> Vec<Node> {
+        (1..=n)
+            .map(|i| Node { name: format!("n{i}"), host: format!("10.0.0.{i}"), port: 22, user: "root".into() })
+            .collect()
+    }
+
+    #[test]
+    fn zoo_cfg_lists_every_server_and_binds_the_node() {
+        let nodes = nodes(3);
+        let cfg = render_zoo_cfg(&ZkConfig::default(), &nodes, &nodes[1], "/d/n2/data");
+        assert!(cfg.contains("clientPortAddress=10.0.0.2\n"));
+        assert!(cfg.contains("dataDir=/d/n2/data\n"));
+        assert!(cfg.contains("server.1=10.0.0.1:2888:3888\nserver.2=10.0.0.2:2888:3888\nserver.3=10.0.0.3:2888:3888\n"));
+        assert!(!cfg.contains("server.4"));
+        let words = cfg.lines().find_map(|l| l.strip_prefix("4lw.commands.whitelist=")).unwrap();
+        for w in ["srvr", "mntr", "ruok", "wchs", "cons", "stat"] {
+            assert!(words.split(',').any(|x| x == w), "{w} missing");
+        }
+    }
+
+    #[test]
+    fn zoo_cfg_for_one_node_is_standalone() {
+        let nodes = nodes(1);
+        let cfg = render_zoo_cfg(&ZkConfig::default(), &nodes, &nodes[0], "/d");
+        assert!(!cfg.contains("server."));
+    }
+
+    #[test]
+    fn zoo_cfg_uses_configured_timing() {
+        let nodes = nodes(5);
+        let cfg = ZkConfig { tick_time_ms: 500, init_limit: 7, sync_limit: 3, client_port: 2191, ..Default::default() };
+        let text = render_zoo_cfg(&cfg, &nodes, &nodes[4], "/x");
+        for line in ["tickTime=500", "initLimit=7", "syncLimit=3", "clientPort=2191", "server.5=10.0.0.5:2888:3888"] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+    }
+
+    #[test]
+    fn config_rejects_unknown_keys() {
+        let err = serde_yaml_ng::from_str::<ZkConfig>("tick_time_ms: 100\nbogus: 1\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `bogus`"), "{err}");
+        let cfg: ZkConfig = serde_yaml_ng::from_str("install: !tarball /tmp/zk.tgz\n").unwrap();
+        assert_eq!(cfg.install, Install::Tarball("/tmp/zk.tgz".into()));
+    }
+}

@@ -1,0 +1,82 @@
+//! The recorded operations of a test: one JSON object per line in `history.jsonl`.
+//!
+//! This module holds the plain data every stage agrees on. Workloads and the nemesis
+//! produce [`Op`]s, the history writer appends them as they happen, and checkers read them
+//! back without knowing anything about ZooKeeper's client or SSH.
+
+use serde::{Deserialize, Serialize};
+
+/// What an entry in the history records: the start of an operation or how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpType {
+    /// The operation was issued.
+    Invoke,
+    /// The operation certainly took effect (reads: returned this value).
+    Ok,
+    /// The operation certainly did not take effect.
+    Fail,
+    /// The operation may or may not have taken effect (timeout, connection loss).
+    Info,
+}
+
+/// Who performed an operation: a logical client process, or the nemesis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Process {
+    /// A client process; a process id is never reused after an `info` outcome.
+    Client(u64),
+    /// The fault injector.
+    Nemesis(NemesisTag),
+}
+
+/// The literal string `"nemesis"`, as the process of fault operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NemesisTag {
+    /// Serialized as `"nemesis"`.
+    Nemesis,
+}
+
+impl Process {
+    /// The nemesis process.
+    pub const NEMESIS: Process = Process::Nemesis(NemesisTag::Nemesis);
+}
+
+/// One line of `history.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Op {
+    /// Position in the history, from 0, without gaps.
+    pub index: u64,
+    /// Nanoseconds since the start of the test, from a monotonic clock.
+    pub time: u64,
+    /// Invocation or completion kind.
+    #[serde(rename = "type")]
+    pub kind: OpType,
+    /// The process that performed the operation.
+    pub process: Process,
+    /// The operation's function name, e.g. `read`, `write`, `cas`, `start-partition`.
+    pub f: String,
+    /// The operation's argument (invocations) or result (completions).
+    #[serde(default)]
+    pub value: serde_json::Value,
+    /// The independent key this operation touched, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The node the process was connected to, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The error that made the operation `fail` or `info`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// ZooKeeper's zxid the client saw: the node's mzxid for reads and writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zxid: Option<i64>,
+    /// ZooKeeper's data version the client saw (after a write, the new version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i32>,
+}
+
+mod recorder;
+
+pub use recorder::{Meta, Recorder};

@@ -1,0 +1,74 @@
+//! Healing everything, whatever the controller knows: used at the end of every run, on
+//! Ctrl-C, SIGTERM, panic or error, and by `stampede heal` after a controller crash.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+use anyhow::anyhow;
+use futures::FutureExt;
+
+use super::partition::HEAL_COMMAND;
+use crate::control::{Control, Node, Retry};
+use crate::db::Db;
+
+/// Heals one node: removes partition rules, resumes a paused server, restarts a server that
+/// was set up but is not running. Returns what it did.
+async fn heal_node(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<Vec<&'static str>> {
+    let mut done = Vec::new();
+    control.exec(node, HEAL_COMMAND, Retry::Idempotent).await?;
+    done.push("network");
+    db.resume(control, node).await?;
+    if db.is_set_up(control, node).await? && !db.is_running(control, node).await? {
+        db.start(control, node).await?;
+        done.push("restarted server");
+    }
+    Ok(done)
+}
+
+/// Heals every node at once; an error lists each node that could not be healed.
+pub async fn heal_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
+    let heals = control.nodes().iter().map(|n| heal_node(control, db, n));
+    let results = futures::future::join_all(heals).await;
+    let mut failures = Vec::new();
+    for (node, result) in control.nodes().iter().zip(results) {
+        match result {
+            Ok(done) => tracing::debug!(node = %node.name, "healed: {}", done.join(", ")),
+            Err(e) => failures.push(format!("{}: {e:#}", node.name)),
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow!("could not heal every node: {}", failures.join("; ")))
+    }
+}
+
+/// How a guarded piece of work ended.
+#[derive(Debug)]
+pub enum Ending<T> {
+    /// It finished (with success or an error).
+    Finished(anyhow::Result<T>),
+    /// SIGINT or SIGTERM arrived first; it was dropped.
+    Interrupted(&'static str),
+}
+
+/// Runs `work` and then heals every node, whether `work` succeeded, failed, panicked or was
+/// interrupted by SIGINT/SIGTERM (which are caught from here on, so a second Ctrl-C cannot
+/// stop the healing).
+pub async fn guarded<T>(control: &Control, db: &dyn Db, work: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<Ending<T>> {
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let ending = tokio::select! {
+        outcome = AssertUnwindSafe(work).catch_unwind() => Ending::Finished(outcome.unwrap_or_else(|panic| {
+            let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            Err(anyhow!("panicked: {}", what.unwrap_or_default()))
+        })),
+        _ = sigint.recv() => Ending::Interrupted("SIGINT"),
+        _ = sigterm.recv() => Ending::Interrupted("SIGTERM"),
+    };
+    if let Ending::Interrupted(signal) = &ending {
+        eprintln!("{signal} received: healing every node before exiting");
+    }
+    heal_all(control, db).await?;
+    Ok(ending)
+}

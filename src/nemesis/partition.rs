@@ -1,0 +1,119 @@
+//! Network partitions with iptables on the nodes: each node drops packets from the nodes in
+//! its grudge, through a chain of stampede's own so that healing removes exactly what was added.
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::grudge::{self, Grudge, Shape};
+use super::target::Target;
+use super::{BoxFuture, Nemesis};
+use crate::control::shell::quote;
+use crate::control::{Control, Node, Retry};
+use crate::db::Db;
+
+/// The iptables chain holding a partition's rules.
+const CHAIN: &str = "STAMPEDE";
+
+/// The shell command that removes every partition rule stampede added on a node.
+pub const HEAL_COMMAND: &str = "while iptables -w -D INPUT -j STAMPEDE 2>/dev/null; do :; done; \
+     iptables -w -F STAMPEDE 2>/dev/null; iptables -w -X STAMPEDE 2>/dev/null; true";
+
+/// How a partition picks its sides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartitionSpec {
+    /// A fixed shape.
+    Shape(Shape),
+    /// Isolate the nodes a target picks when the fault starts (e.g. the leader).
+    Isolate(Target),
+}
+
+impl PartitionSpec {
+    /// Reads a partition target: `halves`, `majorities-ring`, `bridge`, or a [`Target`] whose
+    /// nodes get isolated (`one`, `leader`, `minority`, a node name).
+    pub fn parse(text: &str) -> anyhow::Result<PartitionSpec> {
+        Ok(match text {
+            "halves" | "random-halves" => PartitionSpec::Shape(Shape::Halves),
+            "majorities-ring" => PartitionSpec::Shape(Shape::MajoritiesRing),
+            "bridge" => PartitionSpec::Shape(Shape::Bridge),
+            "all" | "majority" => anyhow::bail!("partition target {text:?}: a partition isolates a minority; use halves, one, leader, minority, majorities-ring, bridge or a node"),
+            other => PartitionSpec::Isolate(other.parse()?),
+        })
+    }
+}
+
+/// Partitions the network while active.
+pub struct Partition {
+    control: Control,
+    db: Arc<dyn Db>,
+    spec: PartitionSpec,
+    active: Mutex<Option<Grudge>>,
+}
+
+impl Partition {
+    /// A partition of `control`'s nodes shaped by `spec`.
+    pub fn new(control: Control, db: Arc<dyn Db>, spec: PartitionSpec) -> Partition {
+        Partition { control, db, spec, active: Mutex::new(None) }
+    }
+
+    async fn grudge(&self) -> anyhow::Result<Grudge> {
+        let nodes = self.control.nodes();
+        let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+        let shape = match &self.spec {
+            PartitionSpec::Shape(shape) => shape.clone(),
+            PartitionSpec::Isolate(target) => {
+                let cut = target.pick(nodes, self.db.as_ref()).await?;
+                Shape::Isolate(cut.into_iter().map(|n| n.name).collect())
+            }
+        };
+        Ok(grudge::compute(&shape, &names, &mut rand::thread_rng()))
+    }
+}
+
+/// The commands that make `node` drop packets from the nodes named in `dropped`.
+pub fn drop_command(nodes: &[Node], dropped: &[&String]) -> String {
+    let mut cmd = format!(
+        "{HEAL_COMMAND}; iptables -w -N {CHAIN} && iptables -w -I INPUT -j {CHAIN}"
+    );
+    for name in dropped {
+        if let Some(peer) = nodes.iter().find(|n| &&n.name == name) {
+            cmd.push_str(&format!(" && iptables -w -A {CHAIN} -s {} -j DROP", quote(&peer.host)));
+        }
+    }
+    cmd
+}
+
+impl Nemesis for Partition {
+    fn kind(&self) -> &str {
+        "partition"
+    }
+
+    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        Box::pin(async move {
+            let grudge = self.grudge().await?;
+            let nodes = self.control.nodes();
+            let applies = grudge.iter().filter(|(_, d)| !d.is_empty()).map(|(name, dropped)| {
+                let node = nodes.iter().find(|n| &n.name == name).expect("grudge names come from the nodes");
+                let cmd = drop_command(nodes, &dropped.iter().collect::<Vec<_>>());
+                async move { self.control.exec(node, &cmd, Retry::Idempotent).await }
+            });
+            *self.active.lock().unwrap_or_else(|p| p.into_inner()) = Some(grudge.clone());
+            for result in futures::future::join_all(applies).await {
+                result.context("cannot apply the partition")?;
+            }
+            Ok(json!({ "grudge": grudge }))
+        })
+    }
+
+    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        Box::pin(async move {
+            let healed = self.active.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let heals = self.control.nodes().iter().map(|n| self.control.exec(n, HEAL_COMMAND, Retry::Idempotent));
+            for result in futures::future::join_all(heals).await {
+                result.context("cannot heal the partition")?;
+            }
+            Ok(json!({ "healed": healed.is_some() }))
+        })
+    }
+}

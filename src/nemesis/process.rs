@@ -1,0 +1,82 @@
+//! Process faults: kill -9 then restart, or SIGSTOP then SIGCONT, of the servers on the
+//! nodes a target picks.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use super::target::Target;
+use super::{BoxFuture, Nemesis};
+use crate::control::{Control, Node};
+use crate::db::Db;
+
+/// What a process fault does to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessFault {
+    /// SIGKILL, healed by starting the server again.
+    Kill,
+    /// SIGSTOP, healed by SIGCONT.
+    Pause,
+}
+
+/// Kills or pauses the servers on the targeted nodes while active.
+pub struct ProcessNemesis {
+    control: Control,
+    db: Arc<dyn Db>,
+    fault: ProcessFault,
+    target: Target,
+    hit: Mutex<Vec<Node>>,
+}
+
+impl ProcessNemesis {
+    /// A `fault` on the nodes `target` picks at each start.
+    pub fn new(control: Control, db: Arc<dyn Db>, fault: ProcessFault, target: Target) -> ProcessNemesis {
+        ProcessNemesis { control, db, fault, target, hit: Mutex::new(Vec::new()) }
+    }
+
+    fn names(nodes: &[Node]) -> Vec<String> {
+        nodes.iter().map(|n| n.name.clone()).collect()
+    }
+}
+
+impl Nemesis for ProcessNemesis {
+    fn kind(&self) -> &str {
+        match self.fault {
+            ProcessFault::Kill => "kill",
+            ProcessFault::Pause => "pause",
+        }
+    }
+
+    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        Box::pin(async move {
+            let nodes = self.target.pick(self.control.nodes(), self.db.as_ref()).await?;
+            self.hit.lock().unwrap_or_else(|p| p.into_inner()).extend(nodes.iter().cloned());
+            let faults = nodes.iter().map(|node| async move {
+                match self.fault {
+                    ProcessFault::Kill => self.db.kill(&self.control, node).await,
+                    ProcessFault::Pause => self.db.pause(&self.control, node).await,
+                }
+            });
+            for result in futures::future::join_all(faults).await {
+                result?;
+            }
+            Ok(json!({ "nodes": Self::names(&nodes) }))
+        })
+    }
+
+    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        Box::pin(async move {
+            let nodes = std::mem::take(&mut *self.hit.lock().unwrap_or_else(|p| p.into_inner()));
+            let heals = nodes.iter().map(|node| async move {
+                match self.fault {
+                    ProcessFault::Kill => self.db.start(&self.control, node).await,
+                    ProcessFault::Pause => self.db.resume(&self.control, node).await,
+                }
+            });
+            for result in futures::future::join_all(heals).await {
+                result?;
+            }
+            Ok(json!({ "nodes": Self::names(&nodes) }))
+        })
+    }
+}
