@@ -10,7 +10,7 @@ pub struct ClusterArgs {
     #[command(subcommand)]
     action: Action,
     /// The cluster's name (prefix of its namespaces, veths and bridge).
-    #[arg(long, default_value = cluster::DEFAULT_NAME, global = true)]
+    #[arg(long, env = "STAMPEDE_CLUSTER", default_value = cluster::DEFAULT_NAME, global = true)]
     name: String,
 }
 

@@ -6,6 +6,8 @@ mod db;
 mod exec;
 mod nemesis;
 mod targets;
+mod test;
+mod verdict;
 
 use std::process::ExitCode;
 
@@ -24,6 +26,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a test: workload + nemesis against the database, then check and plot the history.
+    Test(test::TestArgs),
     /// Make, remove or inspect the local cluster of namespace nodes.
     Cluster(cluster::ClusterArgs),
     /// Set up, tear down or inspect the database on the nodes.
@@ -53,6 +57,7 @@ pub fn main() -> ExitCode {
 
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Test(args) => runtime()?.block_on(test::run(args)),
         Command::Cluster(args) => cluster::run(args),
         Command::Check(args) => check::run(args),
         Command::Db(args) => runtime()?.block_on(db::run(args)),
@@ -73,7 +78,7 @@ fn init_logging(verbose: u8) {
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("stampede={level},warn")));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("stampede={level},zookeeper_client={},warn", if verbose > 0 { "warn" } else { "off" })));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -27,7 +27,7 @@ pub struct TargetArgs {
     #[arg(long, global = true)]
     pub known_hosts: Option<PathBuf>,
     /// The local cluster to use when no nodes are given.
-    #[arg(long, default_value = cluster::DEFAULT_NAME, global = true)]
+    #[arg(long, env = "STAMPEDE_CLUSTER", default_value = cluster::DEFAULT_NAME, global = true)]
     pub cluster: String,
 }
 

@@ -387,8 +387,12 @@ fn remove_node(cluster: &Cluster, i: usize) -> anyhow::Result<()> {
         // SAFETY: as above; the pid was checked to be our sshd.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
-    if local::succeeds("ip", &["link", "show", &cluster.veth(i)]) {
-        local::run("ip", &["link", "del", &cluster.veth(i)])?;
+    // Deleting the namespace removes the veth pair, but not always before we look again.
+    if local::succeeds("ip", &["link", "show", &cluster.veth(i)]) && !local::succeeds("ip", &["link", "del", &cluster.veth(i)]) {
+        std::thread::sleep(Duration::from_millis(200));
+        if local::succeeds("ip", &["link", "show", &cluster.veth(i)]) {
+            bail!("cannot remove the link {}", cluster.veth(i));
+        }
     }
     let dir = cluster.node_dir(i);
     if dir.exists() {

@@ -44,7 +44,7 @@ pub struct ZkConfig {
     pub sync_limit: u32,
     /// Java heap limit, in MiB.
     pub heap_mb: u32,
-    /// The directory under which each node keeps its server's files (`<dir>/<node>/…`).
+    /// The directory under which each node keeps its server's files (`<dir>/<host>/…`).
     pub dir: String,
 }
 
@@ -118,9 +118,10 @@ impl ZooKeeper {
         ZooKeeper { cfg, nodes }
     }
 
-    /// The directory of `node`'s server: `<dir>/<node name>`.
+    /// The directory of `node`'s server: `<dir>/<node host>`, unique per machine even when
+    /// several local clusters share one file system.
     fn home(&self, node: &Node) -> String {
-        format!("{}/{}", self.cfg.dir.trim_end_matches('/'), node.name)
+        format!("{}/{}", self.cfg.dir.trim_end_matches('/'), node.host)
     }
 
     fn myid(&self, node: &Node) -> anyhow::Result<usize> {

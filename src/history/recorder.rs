@@ -29,7 +29,11 @@ pub struct Meta {
 pub struct Recorder {
     start: Instant,
     state: Mutex<State>,
+    observer: Option<Observer>,
 }
+
+/// Called with every operation just recorded (e.g. to update a progress line).
+pub type Observer = Box<dyn Fn(&Op) + Send + Sync>;
 
 struct State {
     file: Option<File>,
@@ -43,14 +47,20 @@ impl Recorder {
         Ok(Recorder::with_file(Some(file)))
     }
 
+    /// Calls `observer` with every operation from now on, after it is written.
+    pub fn observed_by(mut self, observer: Observer) -> Recorder {
+        self.observer = Some(observer);
+        self
+    }
+
     /// Starts a history kept in memory only.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub fn in_memory() -> Recorder {
         Recorder::with_file(None)
     }
 
     fn with_file(file: Option<File>) -> Recorder {
-        Recorder { start: Instant::now(), state: Mutex::new(State { file, ops: Vec::new() }) }
+        Recorder { start: Instant::now(), state: Mutex::new(State { file, ops: Vec::new() }), observer: None }
     }
 
     /// Records one operation and returns it as written.
@@ -75,6 +85,10 @@ impl Recorder {
             file.write_all(&line)?;
         }
         state.ops.push(op.clone());
+        drop(state);
+        if let Some(observer) = &self.observer {
+            observer(&op);
+        }
         Ok(op)
     }
 

@@ -2,6 +2,7 @@
 
 mod grudge;
 mod heal;
+mod package;
 mod partition;
 mod process;
 mod target;
@@ -11,6 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use heal::{guarded, heal_all, Ending};
+pub use package::NemesisConfig;
 pub use partition::{Partition, PartitionSpec};
 pub use process::{ProcessFault, ProcessNemesis};
 pub use target::Target;
