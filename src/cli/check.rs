@@ -54,6 +54,11 @@ fn parse_initial(s: &str) -> Result<Initial, String> {
 
 /// Runs `stampede check`: prints the report, the verdict last, and exits 0, 1 or 2.
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    if args.path.is_dir() && args.model.is_none() && args.output.is_none() {
+        let verdict = super::verdict::recheck_dir(&args.path)?;
+        println!("{}", verdict.line);
+        return Ok(ExitCode::from(verdict.exit_code));
+    }
     let file = history_file(&args.path)?;
     let (ops, format) = formats::read(&file, args.format)?;
     let model = args.model.unwrap_or(match format {

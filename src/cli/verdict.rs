@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::checker::result::{CheckResult, Validity};
 use crate::checker::zookeeper::{self, ZkReport};
+use crate::checker::formats::{self, Format};
 use crate::checker::{check_history, timeline, CheckOptions};
 use crate::history::Op;
 
@@ -43,10 +44,7 @@ pub fn judge_run(dir: &Path, ops: &[Op], aborted: Option<&str>) -> anyhow::Resul
         .collect();
     marked.extend(zk.marked_ops());
     timeline::write(&dir.join("timeline.html"), ops, &marked, &dir.display().to_string())?;
-    let mut line = format!("{}; zookeeper: {}", linear.verdict_line(), zk_summary(&zk));
-    if let Some(why) = aborted {
-        line = format!("verdict: unknown: the run was aborted ({why}); {line}");
-    }
+    let line = verdict_line(valid, &linear, &zk, aborted);
     Ok(Verdict { line, exit_code: valid.exit_code() })
 }
 
@@ -60,6 +58,26 @@ fn overall(linear: &CheckResult, zk: &ZkReport, aborted: bool) -> Validity {
     }
 }
 
+/// The one-line verdict: overall, then each checker's. It holds no timings, so checking the
+/// same history again prints the same line.
+fn verdict_line(valid: Validity, linear: &CheckResult, zk: &ZkReport, aborted: Option<&str>) -> String {
+    let overall = match valid {
+        Validity::Valid => "valid".to_string(),
+        Validity::Invalid => "INVALID".to_string(),
+        Validity::Unknown => match aborted {
+            Some(why) => format!("unknown (aborted: {why})"),
+            None => "unknown".to_string(),
+        },
+    };
+    let linear_keys = |v| linear.keys_with(v).len();
+    let linear_part = match linear.valid {
+        Validity::Valid => format!("valid on {} keys", linear.keys.len()),
+        Validity::Invalid => format!("NOT linearizable on {} of {} keys", linear_keys(Validity::Invalid), linear.keys.len()),
+        Validity::Unknown => format!("unknown on {} of {} keys (search limit)", linear_keys(Validity::Unknown), linear.keys.len()),
+    };
+    format!("verdict: {overall}; linearizability ({}): {linear_part}; zookeeper: {}", linear.model, zk_summary(zk))
+}
+
 fn zk_summary(zk: &ZkReport) -> String {
     let found: Vec<String> = zk.counts.iter().filter(|(_, n)| **n > 0).map(|(c, n)| format!("{n} {}", c.name())).collect();
     let valid = if zk.valid { "valid" } else { "INVALID" };
@@ -68,4 +86,16 @@ fn zk_summary(zk: &ZkReport) -> String {
     } else {
         format!("{valid} ({})", found.join(", "))
     }
+}
+
+/// Judges the stored run in `dir` again, exactly as the run itself did (a run that was aborted
+/// stays aborted), rewriting its `results.json` and `timeline.html`.
+pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
+    let history = dir.join("history.jsonl");
+    let (ops, _) = formats::read(&history, Format::Jsonl)?;
+    let previous = std::fs::read_to_string(dir.join("results.json")).ok();
+    let aborted = previous
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|results| results["aborted"].as_str().map(str::to_string));
+    judge_run(dir, &ops, aborted.as_deref())
 }
