@@ -49,7 +49,9 @@ fn parse_initial(s: &str) -> Result<Initial, String> {
     if s == "nil" || s == "null" {
         return Ok(Initial(None));
     }
-    s.parse().map(|v| Initial(Some(v))).map_err(|_| format!("{s:?} is neither an integer nor nil"))
+    s.parse()
+        .map(|v| Initial(Some(v)))
+        .map_err(|_| format!("{s:?} is neither an integer nor nil"))
 }
 
 /// Runs `stampede check`: prints the report, the verdict last, and exits 0, 1 or 2.
@@ -85,7 +87,11 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
 fn history_file(path: &Path) -> anyhow::Result<PathBuf> {
     if path.is_dir() {
         let file = path.join("history.jsonl");
-        anyhow::ensure!(file.is_file(), "{} is a folder without a history.jsonl", path.display());
+        anyhow::ensure!(
+            file.is_file(),
+            "{} is a folder without a history.jsonl",
+            path.display()
+        );
         return Ok(file);
     }
     anyhow::ensure!(path.exists(), "{}: no such file or folder", path.display());

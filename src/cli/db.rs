@@ -28,11 +28,12 @@ pub struct DbChoice {
 }
 
 impl DbChoice {
-    /// The database for `nodes`.
-    pub fn build(&self, nodes: Vec<crate::control::Node>) -> anyhow::Result<Box<dyn Db>> {
+    /// The database for the nodes `targets` picks; on the local cluster its servers run under
+    /// libfaketime so that clock faults never touch the shared kernel clock.
+    pub fn build(&self, targets: &TargetArgs, nodes: Vec<crate::control::Node>) -> anyhow::Result<Box<dyn Db>> {
         match self.db.as_str() {
             "zookeeper" => {
-                let mut cfg = db::zookeeper::ZkConfig::default();
+                let mut cfg = db::zookeeper::ZkConfig { faketime: targets.uses_local_cluster(), ..Default::default() };
                 if let Some(tarball) = &self.zookeeper_tarball {
                     cfg.install = db::zookeeper::Install::Tarball(tarball.clone());
                 }
@@ -51,12 +52,14 @@ enum Action {
     Teardown,
     /// Say what each node's server reports.
     Status,
+    /// Stop the servers and remove their data (the configuration stays; `setup` starts afresh).
+    Wipe,
 }
 
 /// Runs `stampede db`.
 pub async fn run(args: DbArgs) -> anyhow::Result<ExitCode> {
     let control = args.targets.control()?;
-    let db = args.db.build(control.nodes().to_vec())?;
+    let db = args.db.build(&args.targets, control.nodes().to_vec())?;
     match args.action {
         Action::Setup => {
             db.setup(&control).await?;
@@ -65,6 +68,13 @@ pub async fn run(args: DbArgs) -> anyhow::Result<ExitCode> {
         Action::Teardown => {
             db.teardown(&control).await?;
             println!("{} is torn down on {} nodes", db.name(), control.nodes().len());
+        }
+        Action::Wipe => {
+            for node in control.nodes() {
+                db.stop(&control, node).await?;
+                db.wipe(&control, node).await?;
+            }
+            println!("{} data wiped on {} nodes", db.name(), control.nodes().len());
         }
         Action::Status => {
             if !print_status(db.as_ref(), &control).await {

@@ -19,7 +19,7 @@ pub struct NemesisArgs {
 enum Action {
     /// Inject one fault, hold it, then heal it (and everything else).
     Run {
-        /// Fault kind: partition, kill or pause.
+        /// Fault kind: partition, kill, pause, clock (a 5 s bump) or packet (100 ms delay).
         #[arg(long)]
         kind: String,
         /// Which nodes: one, minority, majority, all, leader or a node name; partitions also
@@ -49,8 +49,9 @@ pub struct HealArgs {
 pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     let Action::Run { kind, target, duration, targets, db } = args.action;
     let control = targets.control()?;
-    let db: Arc<dyn crate::db::Db> = db.build(control.nodes().to_vec())?.into();
-    let fault = nemesis::build(&kind, &target, control.clone(), db.clone())?;
+    let db: Arc<dyn crate::db::Db> = db.build(&targets, control.nodes().to_vec())?.into();
+    let spec = nemesis::FaultConfig { kind: kind.clone(), target, netem: None, clock: None };
+    let fault = nemesis::build(&spec, control.clone(), db.clone())?;
     let work = async {
         let started = fault.start().await?;
         println!("start-{kind}: {started}");
@@ -75,7 +76,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
 /// Runs `stampede heal`.
 pub async fn heal(args: HealArgs) -> anyhow::Result<ExitCode> {
     let control = args.targets.control()?;
-    let db = args.db.build(control.nodes().to_vec())?;
+    let db = args.db.build(&args.targets, control.nodes().to_vec())?;
     nemesis::heal_all(&control, db.as_ref()).await?;
     println!("healed {} nodes: no partition rules, no paused server, every set-up server running", control.nodes().len());
     Ok(ExitCode::SUCCESS)

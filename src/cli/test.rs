@@ -84,7 +84,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let nemesis_config: NemesisConfig = config::load(&nemesis_path)?;
 
     let control = targets_with_cluster(&args)?;
-    let db: Arc<dyn Db> = args.db.build(control.nodes().to_vec())?.into();
+    let db: Arc<dyn Db> = args.db.build(&args.targets, control.nodes().to_vec())?.into();
     let nemeses = nemesis_config.build(&control, db.clone())?;
     let name = args.name.clone().unwrap_or_else(|| format!("{}-{}", stem(&workload_path), stem(&nemesis_path)));
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "");

@@ -19,6 +19,8 @@ pub const NODE_IMAGE: &[Package] = &[
     Package { name: "iproute2", provides: "/usr/sbin/ip" },
     Package { name: "iptables", provides: "/usr/sbin/iptables" },
     Package { name: "procps", provides: "/usr/bin/pgrep" },
+    Package { name: "faketime", provides: "/usr/bin/faketime" },
+    Package { name: "perl", provides: "/usr/bin/cpan" },
     Package { name: "zookeeper", provides: "/usr/share/java/zookeeper.jar" },
 ];
 

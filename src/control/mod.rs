@@ -18,7 +18,7 @@ use anyhow::{anyhow, bail, Context};
 use ssh2::Session;
 
 pub use node::{parse_list, read_file as read_nodes_file, Node};
-pub use session::{check_key_file, known_hosts_name, HostKeyPolicy, Output, SshOptions};
+pub use session::{check_key_file, HostKeyPolicy, Output, SshOptions};
 use session::Failure;
 
 /// Whether a command may be sent again after the connection dropped while it ran.
@@ -54,7 +54,24 @@ impl Control {
 
     /// Runs `command` as root on `node`; a non-zero exit is not an error here.
     pub async fn run(&self, node: &Node, command: &str, timeout: Duration, retry: Retry) -> anyhow::Result<Output> {
-        self.run_with_input(node, command, Vec::new(), timeout, retry).await
+        self.run_with_input(node, command, Vec::new(), Duration::ZERO, timeout, retry).await
+    }
+
+    /// Reads `node`'s clock with `probe`, a command that waits for one byte of input and then
+    /// at once prints the time in nanoseconds since the epoch. The byte is sent once the probe
+    /// has had time to start, so the reading falls between that send and the answer's arrival.
+    /// Returns how far the reading is from the midpoint of the two, in nanoseconds.
+    pub async fn read_clock(&self, node: &Node, probe: &str) -> anyhow::Result<i128> {
+        let command = probe.to_string();
+        let delay = Duration::from_millis(1000);
+        let out = self.run_with_input(node, &command, b"x".to_vec(), delay, DEFAULT_TIMEOUT, Retry::Idempotent).await?;
+        let received = std::time::SystemTime::now();
+        check_status(node, &command, &out)?;
+        let text = out.stdout_text();
+        let reading: i128 = text.parse().with_context(|| format!("on {}: `{probe}` printed {text:?}", node.name))?;
+        let ns = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0);
+        let sent = ns(out.input_sent.unwrap_or(received));
+        Ok(reading - (sent + ns(received)) / 2)
     }
 
     /// Runs `command` as root on `node` and returns its trimmed standard output; a non-zero
@@ -70,12 +87,6 @@ impl Control {
         Ok(out.stdout_text())
     }
 
-    /// Runs `command` on every node at once, in node order.
-    pub async fn exec_all(&self, command: &str, retry: Retry) -> Vec<anyhow::Result<String>> {
-        let calls = self.nodes.iter().map(|n| self.exec(n, command, retry));
-        futures::future::join_all(calls).await
-    }
-
     /// Writes `data` to `remote_path` on `node` (as root), replacing the file atomically.
     pub async fn upload(&self, node: &Node, data: Vec<u8>, remote_path: &str, mode: u32) -> anyhow::Result<()> {
         let tmp = format!("{remote_path}.stampede-upload");
@@ -84,7 +95,7 @@ impl Control {
             tmp = shell::quote(&tmp),
             dst = shell::quote(remote_path)
         );
-        let out = self.run_with_input(node, &command, data, DEFAULT_TIMEOUT, Retry::Idempotent).await?;
+        let out = self.run_with_input(node, &command, data, Duration::ZERO, DEFAULT_TIMEOUT, Retry::Idempotent).await?;
         check_status(node, &format!("upload to {remote_path}"), &out)
     }
 
@@ -101,19 +112,28 @@ impl Control {
         node: &Node,
         command: &str,
         stdin: Vec<u8>,
+        input_delay: Duration,
         timeout: Duration,
         retry: Retry,
     ) -> anyhow::Result<Output> {
         let this = self.clone();
         let node_owned = node.clone();
         let wrapped = shell::as_root(&node.user, command);
-        let result = tokio::task::spawn_blocking(move || this.run_blocking(&node_owned, &wrapped, &stdin, timeout, retry))
+        let result = tokio::task::spawn_blocking(move || this.run_blocking(&node_owned, &wrapped, &stdin, input_delay, timeout, retry))
             .await
             .map_err(|e| anyhow!("SSH task failed: {e}"))?;
         result.with_context(|| format!("on {}: `{}`", node.name, abbreviate(command)))
     }
 
-    fn run_blocking(&self, node: &Node, command: &str, stdin: &[u8], timeout: Duration, retry: Retry) -> anyhow::Result<Output> {
+    fn run_blocking(
+        &self,
+        node: &Node,
+        command: &str,
+        stdin: &[u8],
+        input_delay: Duration,
+        timeout: Duration,
+        retry: Retry,
+    ) -> anyhow::Result<Output> {
         let deadline = Instant::now() + timeout;
         let mut attempts = 0;
         loop {
@@ -127,7 +147,7 @@ impl Control {
                 }
                 Err(e) => return Err(e),
             };
-            match session::run(&session, command, stdin, deadline) {
+            match session::run(&session, command, stdin, input_delay, deadline) {
                 Ok(out) => {
                     self.put_session(node, session);
                     return Ok(out);

@@ -51,6 +51,8 @@ pub struct Output {
     pub stdout: Vec<u8>,
     /// Standard error.
     pub stderr: Vec<u8>,
+    /// The controller's wall clock when the input was sent (after the input delay).
+    pub input_sent: Option<std::time::SystemTime>,
 }
 
 impl Output {
@@ -117,7 +119,7 @@ fn check_host_key(session: &Session, node: &Node, opts: &SshOptions) -> anyhow::
 }
 
 /// The name a host has in a known_hosts file: `host`, or `[host]:port` off port 22.
-pub fn known_hosts_name(host: &str, port: u16) -> String {
+fn known_hosts_name(host: &str, port: u16) -> String {
     if port == 22 {
         host.to_string()
     } else {
@@ -151,14 +153,17 @@ fn authenticate(session: &Session, node: &Node, opts: &SshOptions) -> anyhow::Re
     Ok(())
 }
 
-/// Runs `command` in `session`, feeding `stdin`, until it exits or `deadline` passes.
-pub fn run(session: &Session, command: &str, stdin: &[u8], deadline: Instant) -> Result<Output, Failure> {
+/// Runs `command` in `session`, feeding `stdin` (after `input_delay`, so that the command is
+/// already running when its input arrives), until it exits or `deadline` passes.
+pub fn run(session: &Session, command: &str, stdin: &[u8], input_delay: Duration, deadline: Instant) -> Result<Output, Failure> {
     let remaining = |d: Instant| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
     session.set_blocking(true);
     session.set_timeout(remaining(deadline).as_millis() as u32);
     let mut channel = session.channel_session().map_err(|e| Failure::BeforeSend(e.into()))?;
     channel.exec(command).map_err(|e| Failure::BeforeSend(e.into()))?;
     let after = |e: anyhow::Error| Failure::AfterSend(e);
+    std::thread::sleep(input_delay);
+    let input_sent = Some(std::time::SystemTime::now());
     if !stdin.is_empty() {
         channel.write_all(stdin).map_err(|e| after(anyhow!(e).context("cannot send input")))?;
     }
@@ -198,7 +203,7 @@ pub fn run(session: &Session, command: &str, stdin: &[u8], deadline: Instant) ->
     channel.wait_close().map_err(|e| after(e.into()))?;
     let status = channel.exit_status().map_err(|e| after(e.into()))?;
     let killed = channel.exit_signal().ok().and_then(|s| s.exit_signal).is_some();
-    Ok(Output { status: if killed { -1 } else { status }, stdout, stderr })
+    Ok(Output { status: if killed { -1 } else { status }, stdout, stderr, input_sent })
 }
 
 /// Whether a path looks usable as a private key file.

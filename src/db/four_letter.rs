@@ -49,7 +49,7 @@ pub async fn four_letter_word(address: &str, word: &str) -> anyhow::Result<Strin
 
 /// The mode `srvr` reports, or an error when the server does not serve.
 pub async fn mode(address: &str) -> anyhow::Result<Mode> {
-    parse_mode(&four_letter_word(address, "srvr").await?).with_context(|| format!("{address}"))
+    parse_mode(&four_letter_word(address, "srvr").await?).with_context(|| address.to_string())
 }
 
 /// Reads the `Mode:` line of a `srvr` answer.

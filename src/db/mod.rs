@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 use crate::control::{Control, Node};
 
-pub use four_letter::{four_letter_word, Mode};
+pub use four_letter::Mode;
 
 /// A ZooKeeper-compatible database on a set of nodes.
 #[async_trait]
@@ -40,6 +40,9 @@ pub trait Db: Send + Sync {
     async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool>;
     /// Removes the server's data on `node` (the server must be stopped).
     async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// The libfaketime control file of `node`'s server when it runs under a fake clock (the
+    /// local cluster), `None` when it uses the node's system clock.
+    fn clock_file(&self, node: &Node) -> Option<String>;
     /// Copies the server's logs and a listing of its data directory into `dir`.
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()>;
 }

@@ -46,6 +46,10 @@ pub struct ZkConfig {
     pub heap_mb: u32,
     /// The directory under which each node keeps its server's files (`<dir>/<host>/…`).
     pub dir: String,
+    /// Run each server under libfaketime with a clock control file of its own, so that clock
+    /// faults skew the server's view of time without touching the node's clock (the local
+    /// cluster's nodes share one kernel clock).
+    pub faketime: bool,
 }
 
 impl Default for ZkConfig {
@@ -60,6 +64,7 @@ impl Default for ZkConfig {
             sync_limit: 5,
             heap_mb: 256,
             dir: "/var/lib/stampede/db".into(),
+            faketime: false,
         }
     }
 }
@@ -194,6 +199,9 @@ impl ZooKeeper {
         control.upload(node, LOG4J.as_bytes().to_vec(), &format!("{home}/conf/log4j.properties"), 0o644).await?;
         let myid = format!("{}\n", self.myid(node)?);
         control.upload(node, myid.into_bytes(), &format!("{data}/myid"), 0o644).await?;
+        if let Some(file) = self.clock_file(node) {
+            control.upload(node, b"+0.000\n".to_vec(), &file, 0o644).await?;
+        }
         Ok(())
     }
 
@@ -252,9 +260,16 @@ impl Db for ZooKeeper {
 
     async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
         let home = self.home(node);
+        let faketime = match self.clock_file(node) {
+            Some(file) => format!(
+                "LD_PRELOAD=$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 | head -1) FAKETIME_TIMESTAMP_FILE={} FAKETIME_CACHE_DURATION=1 ",
+                quote(&file)
+            ),
+            None => String::new(),
+        };
         let cmd = format!(
             "if {running}; then exit 0; fi; cd {h} || exit 1; \
-             setsid nohup java -Xmx{heap}m -Dzookeeper.log.dir={h}/logs -Dlog4j.configuration=file:{h}/conf/log4j.properties \
+             {faketime}setsid nohup java -Xmx{heap}m -Dzookeeper.log.dir={h}/logs -Dlog4j.configuration=file:{h}/conf/log4j.properties \
              -cp {cp} org.apache.zookeeper.server.quorum.QuorumPeerMain {h}/conf/zoo.cfg \
              >> {h}/logs/stdout.log 2>&1 < /dev/null & echo $! > {h}/server.pid",
             running = self.find_pid(node),
@@ -311,6 +326,10 @@ impl Db for ZooKeeper {
         let data = quote(&format!("{}/data", self.home(node)));
         control.exec(node, &format!("rm -rf {data}/version-2"), Retry::Idempotent).await?;
         Ok(())
+    }
+
+    fn clock_file(&self, node: &Node) -> Option<String> {
+        self.cfg.faketime.then(|| format!("{}/faketime", self.home(node)))
     }
 
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {

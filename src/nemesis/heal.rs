@@ -7,7 +7,8 @@ use std::panic::AssertUnwindSafe;
 use anyhow::anyhow;
 use futures::FutureExt;
 
-use super::partition::HEAL_COMMAND;
+use super::clock::SKEW_MARKER;
+use super::{clock, packet, partition};
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
 
@@ -15,8 +16,17 @@ use crate::db::Db;
 /// was set up but is not running. Returns what it did.
 async fn heal_node(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<Vec<&'static str>> {
     let mut done = Vec::new();
-    control.exec(node, HEAL_COMMAND, Retry::Idempotent).await?;
+    control.exec(node, partition::HEAL_COMMAND, Retry::Idempotent).await?;
+    control.exec(node, packet::HEAL_COMMAND, Retry::Idempotent).await?;
     done.push("network");
+    let skewed = match db.clock_file(node) {
+        Some(file) => control.exec(node, &format!("test -f {file} && echo yes || true"), Retry::Idempotent).await?,
+        None => control.exec(node, &format!("test -f {SKEW_MARKER} && echo yes || true"), Retry::Idempotent).await?,
+    };
+    if skewed == "yes" {
+        clock::set_offset(control, db, node, 0).await?;
+        done.push("clock");
+    }
     db.resume(control, node).await?;
     if db.is_set_up(control, node).await? && !db.is_running(control, node).await? {
         db.start(control, node).await?;

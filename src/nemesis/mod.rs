@@ -1,8 +1,10 @@
 //! Nemeses: faults injected into the cluster during a test, and their healing.
 
+mod clock;
 mod grudge;
 mod heal;
 mod package;
+mod packet;
 mod partition;
 mod process;
 mod target;
@@ -12,10 +14,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use heal::{guarded, heal_all, Ending};
-pub use package::NemesisConfig;
+pub use clock::{measure_all, ClockConfig};
+pub use package::{FaultConfig, NemesisConfig};
+pub use packet::NetemConfig;
 pub use partition::{Partition, PartitionSpec};
 pub use process::{ProcessFault, ProcessNemesis};
-pub use target::Target;
 
 use crate::control::Control;
 use crate::db::Db;
@@ -36,14 +39,18 @@ pub trait Nemesis: Send + Sync {
 }
 
 /// The fault kinds `build` knows.
-pub const KINDS: &[&str] = &["partition", "kill", "pause"];
+pub const KINDS: &[&str] = &["partition", "kill", "pause", "clock", "packet"];
 
-/// Builds the nemesis of `kind` aimed at `target` (see [`Target`] and [`PartitionSpec`]).
-pub fn build(kind: &str, target: &str, control: Control, db: Arc<dyn Db>) -> anyhow::Result<Arc<dyn Nemesis>> {
-    Ok(match kind {
-        "partition" => Arc::new(Partition::new(control, db, PartitionSpec::parse(target)?)),
-        "kill" => Arc::new(ProcessNemesis::new(control, db, ProcessFault::Kill, target.parse()?)),
-        "pause" => Arc::new(ProcessNemesis::new(control, db, ProcessFault::Pause, target.parse()?)),
+/// Builds the nemesis a fault describes (see [`Target`](target::Target) and
+/// [`PartitionSpec`] for targets).
+pub fn build(fault: &FaultConfig, control: Control, db: Arc<dyn Db>) -> anyhow::Result<Arc<dyn Nemesis>> {
+    let target = || fault.target.parse::<target::Target>();
+    Ok(match fault.kind.as_str() {
+        "partition" => Arc::new(Partition::new(control, db, PartitionSpec::parse(&fault.target)?)),
+        "kill" => Arc::new(ProcessNemesis::new(control, db, ProcessFault::Kill, target()?)),
+        "pause" => Arc::new(ProcessNemesis::new(control, db, ProcessFault::Pause, target()?)),
+        "clock" => Arc::new(clock::ClockNemesis::new(control, db, target()?, fault.clock.clone().unwrap_or_default())),
+        "packet" => Arc::new(packet::PacketNemesis::new(control, db, target()?, fault.netem.clone().unwrap_or_default())?),
         other => anyhow::bail!("unknown nemesis kind {other:?} (known: {})", KINDS.join(", ")),
     })
 }

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::Nemesis;
+use super::{ClockConfig, Nemesis, NetemConfig};
 use crate::control::Control;
 use crate::db::Db;
 
 /// A nemesis file: the faults, injected in turn.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NemesisConfig {
     /// The faults; empty for a run without faults.
@@ -19,7 +19,7 @@ pub struct NemesisConfig {
 }
 
 /// One fault of a package.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultConfig {
     /// `partition`, `kill` or `pause`.
@@ -27,6 +27,12 @@ pub struct FaultConfig {
     /// Which nodes (see `stampede nemesis run --help`).
     #[serde(default = "default_target")]
     pub target: String,
+    /// Settings of a `packet` fault (default: 100 ms delay, 10 ms jitter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netem: Option<NetemConfig>,
+    /// Settings of a `clock` fault (default: bump by 5 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockConfig>,
 }
 
 fn default_target() -> String {
@@ -40,7 +46,7 @@ impl NemesisConfig {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                super::build(&f.kind, &f.target, control.clone(), db.clone())
+                super::build(f, control.clone(), db.clone())
                     .with_context(|| format!("faults[{i}] ({} on {})", f.kind, f.target))
             })
             .collect()

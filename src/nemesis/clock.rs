@@ -1,0 +1,231 @@
+//! Clock faults: jump nodes' clocks (`bump`), flip them back and forth (`strobe`), or put
+//! them back (`reset`). On real nodes the system clock is set with `date`, the time daemon
+//! stopped around it. On the local cluster, whose namespaces share one kernel clock that must
+//! never be touched, each server runs under libfaketime with a control file of its own, and
+//! the offset written there moves both its wall clock and its monotonic clock.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use super::target::Target;
+use super::{BoxFuture, Nemesis};
+use crate::config::Duration;
+use crate::control::shell::quote;
+use crate::control::{Control, Node, Retry};
+use crate::db::Db;
+
+/// What a clock fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockMode {
+    /// Jump the targeted clocks by `delta_ms`.
+    Bump,
+    /// Flip the targeted clocks between +`delta_ms` and their own time every `period`.
+    Strobe,
+    /// Put every clock back.
+    Reset,
+}
+
+/// A clock fault's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClockConfig {
+    /// Bump, strobe or reset.
+    pub mode: ClockMode,
+    /// The jump, in milliseconds (negative: back in time).
+    pub delta_ms: i64,
+    /// How often a strobe flips.
+    pub period: Duration,
+}
+
+impl Default for ClockConfig {
+    fn default() -> Self {
+        ClockConfig { mode: ClockMode::Bump, delta_ms: 5000, period: Duration(std::time::Duration::from_millis(500)) }
+    }
+}
+
+/// A marker left on a real node whose system clock stampede changed, so healing knows to
+/// set it back even after a controller crash.
+pub const SKEW_MARKER: &str = "/var/lib/stampede/clock-skewed";
+
+/// A probe of the clock as the node's server sees it (under libfaketime with its control file
+/// on the local cluster, plainly on real nodes): perl waits for one byte, then prints the
+/// wall clock in nanoseconds without starting another process.
+fn probe_command(clock_file: Option<&str>) -> String {
+    let probe = "perl -MTime::HiRes=clock_gettime,CLOCK_REALTIME -e 'sysread STDIN, my $b, 1; printf \"%.0f\\n\", clock_gettime(CLOCK_REALTIME) * 1e9'";
+    match clock_file {
+        Some(file) => format!(
+            "LD_PRELOAD=$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 | head -1) FAKETIME_TIMESTAMP_FILE={} FAKETIME_NO_CACHE=1 {probe}",
+            quote(file)
+        ),
+        None => probe.to_string(),
+    }
+}
+
+/// The controller's wall clock in nanoseconds since the epoch.
+fn controller_now_ns() -> i128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
+}
+
+/// Sets `node`'s clock, as its server sees it, to the controller's clock plus `offset_ms`.
+pub async fn set_offset(control: &Control, db: &dyn Db, node: &Node, offset_ms: i64) -> anyhow::Result<()> {
+    match db.clock_file(node) {
+        Some(file) => {
+            let text = format!("{:+.3}\n", offset_ms as f64 / 1000.0);
+            control.upload(node, text.into_bytes(), &file, 0o644).await
+        }
+        None => {
+            let target_ns = controller_now_ns() + offset_ms as i128 * 1_000_000;
+            let secs = format!("{}.{:09}", target_ns.div_euclid(1_000_000_000), target_ns.rem_euclid(1_000_000_000));
+            let cmd = if offset_ms == 0 {
+                format!(
+                    "date -s @{secs} >/dev/null && rm -f {SKEW_MARKER} && \
+                     (systemctl start chrony || systemctl start systemd-timesyncd || systemctl start ntp || true) 2>/dev/null"
+                )
+            } else {
+                format!(
+                    "(systemctl stop chrony systemd-timesyncd ntp || true) 2>/dev/null; mkdir -p $(dirname {SKEW_MARKER}) && \
+                     touch {SKEW_MARKER} && date -s @{secs} >/dev/null"
+                )
+            };
+            control.exec(node, &cmd, Retry::Idempotent).await.map(drop)
+        }
+    }
+}
+
+/// How far `node`'s clock (as its server sees it) is from the controller's, in milliseconds:
+/// the median of three readings over SSH.
+pub async fn measure(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<f64> {
+    let cmd = probe_command(db.clock_file(node).as_deref());
+    let mut offsets = Vec::new();
+    for _ in 0..3 {
+        offsets.push(control.read_clock(node, &cmd).await?);
+    }
+    offsets.sort();
+    Ok(offsets[1] as f64 / 1e6)
+}
+
+/// Every node's measured offset, in milliseconds, by node name.
+pub async fn measure_all(control: &Control, db: &dyn Db) -> BTreeMap<String, f64> {
+    let asks = control.nodes().iter().map(|n| async move { (n.name.clone(), measure(control, db, n).await) });
+    let mut offsets = BTreeMap::new();
+    for (name, result) in futures::future::join_all(asks).await {
+        match result {
+            Ok(ms) => {
+                offsets.insert(name, (ms * 10.0).round() / 10.0);
+            }
+            Err(e) => tracing::warn!("cannot measure the clock of {name}: {e:#}"),
+        }
+    }
+    offsets
+}
+
+/// Puts every node's clock back to the controller's.
+pub async fn reset_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
+    let resets = control.nodes().iter().map(|n| set_offset(control, db, n, 0));
+    for result in futures::future::join_all(resets).await {
+        result?;
+    }
+    Ok(())
+}
+
+/// Skews the clocks of the targeted nodes while active.
+pub struct ClockNemesis {
+    control: Control,
+    db: Arc<dyn Db>,
+    target: Target,
+    cfg: ClockConfig,
+    strobe: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ClockNemesis {
+    /// A clock fault `cfg` on the nodes `target` picks at each start.
+    pub fn new(control: Control, db: Arc<dyn Db>, target: Target, cfg: ClockConfig) -> ClockNemesis {
+        ClockNemesis { control, db, target, cfg, strobe: Mutex::new(None) }
+    }
+
+    async fn offsets_value(&self, hit: &[Node]) -> serde_json::Value {
+        let names: Vec<&str> = hit.iter().map(|n| n.name.as_str()).collect();
+        let offsets = measure_all(&self.control, self.db.as_ref()).await;
+        json!({ "mode": self.cfg.mode, "delta_ms": self.cfg.delta_ms, "nodes": names, "offsets_ms": offsets })
+    }
+}
+
+impl Nemesis for ClockNemesis {
+    fn kind(&self) -> &str {
+        "clock"
+    }
+
+    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        Box::pin(async move {
+            let hit = match self.cfg.mode {
+                ClockMode::Reset => self.control.nodes().to_vec(),
+                _ => self.target.pick(self.control.nodes(), self.db.as_ref()).await?,
+            };
+            let offset = if self.cfg.mode == ClockMode::Reset { 0 } else { self.cfg.delta_ms };
+            let sets = hit.iter().map(|n| set_offset(&self.control, self.db.as_ref(), n, offset));
+            for result in futures::future::join_all(sets).await {
+                result.context("cannot set a clock")?;
+            }
+            if self.cfg.mode == ClockMode::Strobe {
+                let (control, db, nodes, delta, period) =
+                    (self.control.clone(), self.db.clone(), hit.clone(), self.cfg.delta_ms, self.cfg.period.0);
+                let strobing = tokio::spawn(async move {
+                    for flip in 1u64.. {
+                        tokio::time::sleep(period).await;
+                        let offset = if flip % 2 == 0 { delta } else { 0 };
+                        for node in &nodes {
+                            if let Err(e) = set_offset(&control, db.as_ref(), node, offset).await {
+                                tracing::warn!("strobe on {}: {e:#}", node.name);
+                            }
+                        }
+                    }
+                });
+                if let Some(old) = self.strobe.lock().unwrap_or_else(|p| p.into_inner()).replace(strobing) {
+                    old.abort();
+                }
+            }
+            Ok(self.offsets_value(&hit).await)
+        })
+    }
+
+    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        Box::pin(async move {
+            let strobing = self.strobe.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(strobing) = strobing {
+                strobing.abort();
+                let _ = strobing.await;
+            }
+            reset_all(&self.control, self.db.as_ref()).await?;
+            Ok(self.offsets_value(&[]).await)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn date_runs_under_faketime_only_with_a_control_file() {
+        assert!(probe_command(None).starts_with("perl "));
+        let faked = probe_command(Some("/d/10.0.0.1/faketime"));
+        assert!(faked.contains("FAKETIME_TIMESTAMP_FILE=/d/10.0.0.1/faketime"));
+        assert!(faked.contains("libfaketimeMT.so.1"));
+    }
+
+    #[test]
+    fn config_reads_modes_and_rejects_unknown_keys() {
+        let cfg: ClockConfig = serde_yaml_ng::from_str("mode: strobe\ndelta_ms: -200\nperiod: 100ms\n").unwrap();
+        assert_eq!(cfg.mode, ClockMode::Strobe);
+        assert_eq!(cfg.delta_ms, -200);
+        assert!(serde_yaml_ng::from_str::<ClockConfig>("mode: warp\n").is_err());
+        assert!(serde_yaml_ng::from_str::<ClockConfig>("delta: 5\n").is_err());
+    }
+}
