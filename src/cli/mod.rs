@@ -1,10 +1,13 @@
 //! The command line: parses arguments and hands each subcommand to its stage.
 
+mod agent;
 mod check;
 mod cluster;
 mod db;
 mod exec;
 mod nemesis;
+mod serve;
+mod suite;
 mod targets;
 mod test;
 mod verdict;
@@ -38,8 +41,15 @@ enum Command {
     Heal(nemesis::HealArgs),
     /// Inject a fault by hand.
     Nemesis(nemesis::NemesisArgs),
+    /// The packet-fault agent run on nodes without netem (started by the packet nemesis).
+    #[command(hide = true)]
+    AgentNetem(agent::AgentArgs),
     /// Check a stored history (a results folder or a history file).
     Check(check::CheckArgs),
+    /// Run a matrix of tests unattended (a suite file), with a summary, JUnit XML and HTML.
+    Suite(suite::SuiteArgs),
+    /// Serve the results folder as web pages (runs, suites, trends), on localhost.
+    Serve(serve::ServeArgs),
 }
 
 /// Parses the command line, runs the command and turns its outcome into an exit code.
@@ -60,10 +70,13 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Test(args) => runtime()?.block_on(test::run(args)),
         Command::Cluster(args) => cluster::run(args),
         Command::Check(args) => check::run(args),
+        Command::AgentNetem(args) => agent::run(args),
         Command::Db(args) => runtime()?.block_on(db::run(args)),
         Command::Exec(args) => runtime()?.block_on(exec::run(args)),
         Command::Heal(args) => runtime()?.block_on(nemesis::heal(args)),
         Command::Nemesis(args) => runtime()?.block_on(nemesis::run(args)),
+        Command::Suite(args) => suite::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

@@ -89,7 +89,8 @@ impl Control {
 
     /// Writes `data` to `remote_path` on `node` (as root), replacing the file atomically.
     pub async fn upload(&self, node: &Node, data: Vec<u8>, remote_path: &str, mode: u32) -> anyhow::Result<()> {
-        let tmp = format!("{remote_path}.stampede-upload");
+        // A name of its own per upload, so that nodes sharing a disk can upload at once.
+        let tmp = format!("{remote_path}.{:016x}.upload", rand::random::<u64>());
         let command = format!(
             "cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {dst}",
             tmp = shell::quote(&tmp),

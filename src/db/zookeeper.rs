@@ -140,7 +140,7 @@ impl ZooKeeper {
             Install::Package => format!(
                 "{home}/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
             ),
-            Install::Tarball(_) => format!("{home}/conf:{}/lib/*", TARBALL_HOME),
+            Install::Tarball(_) => format!("{home}/conf:{home}/dist/lib/*"),
         }
     }
 
@@ -167,8 +167,11 @@ impl ZooKeeper {
         Ok(())
     }
 
+    /// Unpacks a release tarball into `<home>/dist` (per node: local nodes share a disk).
     async fn install_tarball(&self, control: &Control, node: &Node, source: &str) -> anyhow::Result<()> {
-        let archive = "/tmp/stampede-zookeeper.tar.gz";
+        let home = self.home(node);
+        control.exec(node, &format!("mkdir -p {}", quote(&home)), Retry::Idempotent).await?;
+        let archive = format!("{home}/zookeeper.tar.gz");
         if source.starts_with("http://") || source.starts_with("https://") {
             let cmd = format!(
                 "curl -fsSL -o {archive} {url} || wget -q -O {archive} {url}",
@@ -177,12 +180,13 @@ impl ZooKeeper {
             control.run_checked(node, &cmd, Duration::from_secs(600), Retry::Idempotent).await?;
         } else {
             let data = std::fs::read(source).with_context(|| format!("cannot read ZooKeeper tarball {source}"))?;
-            control.upload(node, data, archive, 0o644).await?;
+            control.upload(node, data, &archive, 0o644).await?;
         }
         let cmd = format!(
-            "rm -rf {home}.new && mkdir -p {home}.new && tar -xzf {archive} -C {home}.new --strip-components=1 && \
-             test -d {home}.new/lib && rm -rf {home} && mv {home}.new {home}",
-            home = TARBALL_HOME
+            "rm -rf {dist}.new && mkdir -p {dist}.new && tar -xzf {archive} -C {dist}.new --strip-components=1 && \
+             test -d {dist}.new/lib && rm -rf {dist} && mv {dist}.new {dist} && rm -f {archive}",
+            dist = quote(&format!("{home}/dist")),
+            archive = quote(&archive),
         );
         control.run_checked(node, &cmd, Duration::from_secs(300), Retry::Idempotent).await?;
         Ok(())
@@ -219,9 +223,6 @@ impl ZooKeeper {
         Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "signalled")
     }
 }
-
-/// Where a tarball install is unpacked on each node.
-const TARBALL_HOME: &str = "/opt/stampede/zookeeper";
 
 #[async_trait]
 impl Db for ZooKeeper {

@@ -17,7 +17,7 @@ use crate::db::Db;
 async fn heal_node(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<Vec<&'static str>> {
     let mut done = Vec::new();
     control.exec(node, partition::HEAL_COMMAND, Retry::Idempotent).await?;
-    control.exec(node, packet::HEAL_COMMAND, Retry::Idempotent).await?;
+    control.exec(node, &packet::heal_command(node), Retry::Idempotent).await?;
     done.push("network");
     let skewed = match db.clock_file(node) {
         Some(file) => control.exec(node, &format!("test -f {file} && echo yes || true"), Retry::Idempotent).await?,

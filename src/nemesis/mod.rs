@@ -3,6 +3,7 @@
 mod clock;
 mod grudge;
 mod heal;
+pub mod nfqueue;
 mod package;
 mod packet;
 mod partition;

@@ -74,9 +74,59 @@ fn find_device(peer: &str) -> String {
     format!("dev=$(ip -o route get {} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); [ -n \"$dev\" ]", quote(peer))
 }
 
-/// The shell command that removes every qdisc stampede added on a node.
-pub const HEAL_COMMAND: &str = "for dev in $(ls /sys/class/net); do \
-     tc qdisc show dev $dev | grep -q 'qdisc netem\\|qdisc prio 1: .*bands 4' && tc qdisc del dev $dev root; done; true";
+/// The agent's pid file on `node` (named by host: local nodes share a disk).
+fn agent_pidfile(node: &Node) -> String {
+    format!("/var/lib/stampede/netem/{}.pid", node.host)
+}
+
+/// The shell command that removes every qdisc, queue rule and queue agent stampede added on
+/// `node`.
+pub fn heal_command(node: &Node) -> String {
+    format!(
+        "for dev in $(ls /sys/class/net); do \
+         tc qdisc show dev $dev | grep -q 'qdisc netem\\|qdisc prio 1: .*bands 4' && tc qdisc del dev $dev root; done; \
+         while iptables -w -t mangle -D OUTPUT -j STAMPEDE-NETEM 2>/dev/null; do :; done; \
+         iptables -w -t mangle -F STAMPEDE-NETEM 2>/dev/null; iptables -w -t mangle -X STAMPEDE-NETEM 2>/dev/null; \
+         f={pid}; if [ -f $f ]; then p=$(cat $f); grep -q 'agent-netem' /proc/$p/cmdline 2>/dev/null && kill -9 $p; rm -f $f; fi; rm -f {log}; true",
+        pid = quote(&agent_pidfile(node)),
+        log = quote(&format!("/var/lib/stampede/netem/{}.log", node.host)),
+    )
+}
+
+/// Where the stampede binary is put on nodes to run the queue agent.
+const AGENT_PATH: &str = "/var/lib/stampede/bin/stampede";
+/// The NFQUEUE number the agent serves.
+const QUEUE: u16 = 7411;
+
+/// Whether the node's kernel has netem (probed on its loopback, left as it was).
+const HAS_NETEM: &str = "tc qdisc add dev lo root netem delay 0ms 2>/dev/null && tc qdisc del dev lo root && echo yes || true";
+
+/// Commands that start the queue agent on a node and send its outgoing packets (all but SSH
+/// and loopback, or only those to `towards`) through it; `pidfile` is the node's own.
+fn queue_command(node: &Node, netem: &NetemConfig, towards: Option<&[&Node]>) -> String {
+    let pidfile = agent_pidfile(node);
+    let mut cmd = format!(
+        "mkdir -p /var/lib/stampede/netem || exit 1; setsid nohup {AGENT_PATH} agent-netem --queue {QUEUE} --delay-ms {} --jitter-ms {} --loss {} \
+         > /var/lib/stampede/netem/{host}.log 2>&1 < /dev/null & echo $! > {pid}; sleep 0.3; kill -0 $(cat {pid}) && \
+         iptables -w -t mangle -N STAMPEDE-NETEM && iptables -w -t mangle -I OUTPUT -j STAMPEDE-NETEM && \
+         iptables -w -t mangle -A STAMPEDE-NETEM -o lo -j RETURN && iptables -w -t mangle -A STAMPEDE-NETEM -p tcp --sport 22 -j RETURN",
+        netem.delay.0.as_millis(),
+        netem.jitter.0.as_millis(),
+        netem.loss / 100.0,
+        host = node.host,
+        pid = quote(&pidfile),
+    );
+    let queue = format!("-j NFQUEUE --queue-num {QUEUE} --queue-bypass");
+    match towards {
+        Some(peers) => {
+            for peer in peers {
+                cmd.push_str(&format!(" && iptables -w -t mangle -A STAMPEDE-NETEM -d {} {queue}", quote(&peer.host)));
+            }
+        }
+        None => cmd.push_str(&format!(" && iptables -w -t mangle -A STAMPEDE-NETEM {queue}")),
+    }
+    cmd
+}
 
 /// netem on every packet `node` sends.
 fn shape_all(node_peer: &str, args: &str) -> String {
@@ -116,8 +166,9 @@ impl PacketNemesis {
         Ok(PacketNemesis { control, db, target, netem, active: Mutex::new(false) })
     }
 
-    /// The command for each node, and what the fault was, as recorded in the history.
-    async fn plan(&self, args: &str) -> anyhow::Result<(Vec<(Node, String)>, serde_json::Value)> {
+    /// The nodes to shape, each with the peers whose traffic it slows (`None`: all of it),
+    /// and what the fault was, as recorded in the history.
+    async fn plan(&self, args: &str) -> anyhow::Result<(Vec<(Node, Option<Vec<Node>>)>, serde_json::Value)> {
         let nodes = self.control.nodes();
         if self.netem.slow_partition {
             let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
@@ -127,17 +178,39 @@ impl PacketNemesis {
                 .filter(|(_, slow)| !slow.is_empty())
                 .map(|(name, slow)| {
                     let node = nodes.iter().find(|n| &n.name == name).expect("grudge names come from the nodes").clone();
-                    let peers: Vec<&Node> = nodes.iter().filter(|n| slow.contains(&n.name)).collect();
-                    (node, shape_towards(&peers, args))
+                    let peers: Vec<Node> = nodes.iter().filter(|n| slow.contains(&n.name)).cloned().collect();
+                    (node, Some(peers))
                 })
                 .collect();
             return Ok((plan, json!({ "netem": args, "slow": grudge })));
         }
         let hit = self.target.pick(nodes, self.db.as_ref()).await?;
-        let peer_of = |node: &Node| nodes.iter().find(|n| n.name != node.name).unwrap_or(node).host.clone();
-        let plan = hit.iter().map(|n| (n.clone(), shape_all(&peer_of(n), args))).collect();
         let names: Vec<&str> = hit.iter().map(|n| n.name.as_str()).collect();
-        Ok((plan, json!({ "netem": args, "nodes": names })))
+        let value = json!({ "netem": args, "nodes": names });
+        Ok((hit.into_iter().map(|n| (n, None)).collect(), value))
+    }
+
+    /// The command that shapes `node`: tc netem where its kernel has it, else the queue agent
+    /// (uploaded first).
+    async fn shaping_command(&self, node: &Node, slow: Option<&[Node]>, args: &str) -> anyhow::Result<String> {
+        let peers: Option<Vec<&Node>> = slow.map(|s| s.iter().collect());
+        if self.control.exec(node, HAS_NETEM, Retry::Idempotent).await? == "yes" {
+            let nodes = self.control.nodes();
+            return Ok(match &peers {
+                Some(peers) => shape_towards(peers, args),
+                None => shape_all(&nodes.iter().find(|n| n.name != node.name).unwrap_or(node).host, args),
+            });
+        }
+        anyhow::ensure!(self.netem.duplicate == 0.0, "on {}: the kernel has no netem, and the queue agent cannot duplicate packets", node.name);
+        let binary = std::env::current_exe().context("cannot find the stampede binary to upload")?;
+        let size = std::fs::metadata(&binary)?.len();
+        let present = self.control.exec(node, &format!("stat -c %s {AGENT_PATH} 2>/dev/null || true"), Retry::Idempotent).await?;
+        if present != size.to_string() {
+            self.control.exec(node, "mkdir -p /var/lib/stampede/bin", Retry::Idempotent).await?;
+            let data = std::fs::read(&binary).with_context(|| format!("cannot read {}", binary.display()))?;
+            self.control.upload(node, data, AGENT_PATH, 0o755).await?;
+        }
+        Ok(queue_command(node, &self.netem, peers.as_deref()))
     }
 }
 
@@ -151,8 +224,10 @@ impl Nemesis for PacketNemesis {
             let args = self.netem.netem_args()?;
             let (plan, value) = self.plan(&args).await?;
             *self.active.lock().unwrap_or_else(|p| p.into_inner()) = true;
-            let applies = plan.iter().map(|(node, cmd)| async move {
-                self.control.exec(node, &format!("{HEAL_COMMAND}; {cmd}"), Retry::Idempotent).await
+            let args = &args;
+            let applies = plan.iter().map(|(node, slow)| async move {
+                let cmd = self.shaping_command(node, slow.as_deref(), args).await?;
+                self.control.exec(node, &format!("{}; {cmd}", heal_command(node)), Retry::Idempotent).await
             });
             for result in futures::future::join_all(applies).await {
                 result.context("cannot apply netem")?;
@@ -164,7 +239,7 @@ impl Nemesis for PacketNemesis {
     fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
         Box::pin(async move {
             let was = std::mem::take(&mut *self.active.lock().unwrap_or_else(|p| p.into_inner()));
-            let heals = self.control.nodes().iter().map(|n| self.control.exec(n, HEAL_COMMAND, Retry::Idempotent));
+            let heals = self.control.nodes().iter().map(|n| async move { self.control.exec(n, &heal_command(n), Retry::Idempotent).await });
             for result in futures::future::join_all(heals).await {
                 result.context("cannot remove netem")?;
             }
