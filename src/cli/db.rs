@@ -25,6 +25,9 @@ pub struct DbChoice {
     /// An Apache ZooKeeper release tarball (path or URL) instead of the distribution's package.
     #[arg(long, global = true)]
     pub zookeeper_tarball: Option<String>,
+    /// A keeperd binary to upload for `--db keeperd` (default: build it with cargo).
+    #[arg(long, global = true)]
+    pub keeperd_binary: Option<std::path::PathBuf>,
 }
 
 impl DbChoice {
@@ -39,7 +42,15 @@ impl DbChoice {
                 }
                 Ok(Box::new(db::zookeeper::ZooKeeper::new(cfg, nodes)))
             }
-            other => anyhow::bail!("--db {other}: unknown database (known: zookeeper)"),
+            "keeperd" => {
+                let cfg = db::keeperd::KeeperdConfig {
+                    binary: self.keeperd_binary.clone(),
+                    faketime: targets.uses_local_cluster(),
+                    ..Default::default()
+                };
+                Ok(Box::new(db::keeperd::Keeperd::new(cfg, &nodes)?))
+            }
+            other => anyhow::bail!("--db {other}: unknown database (known: zookeeper, keeperd)"),
         }
     }
 }

@@ -3,6 +3,8 @@
 //! can stand beside Apache ZooKeeper without touching workloads or nemeses.
 
 mod four_letter;
+pub mod keeperd;
+mod process;
 pub mod zookeeper;
 
 use std::path::Path;

@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use super::process::{faketime_env, ServerProcess};
 use super::Db;
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
@@ -144,14 +145,9 @@ impl ZooKeeper {
         }
     }
 
-    /// A shell snippet that sets `pid` to our server's pid, or fails when none runs.
-    fn find_pid(&self, node: &Node) -> String {
+    fn process(&self, node: &Node) -> ServerProcess {
         let home = self.home(node);
-        format!(
-            "pid=$(cat {pidfile} 2>/dev/null) && [ -n \"$pid\" ] && grep -qF {cfg} /proc/$pid/cmdline 2>/dev/null",
-            pidfile = quote(&format!("{home}/server.pid")),
-            cfg = quote(&format!("{home}/conf/zoo.cfg")),
-        )
+        ServerProcess { marker: format!("{home}/conf/zoo.cfg"), home }
     }
 
     async fn install(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
@@ -208,20 +204,6 @@ impl ZooKeeper {
         }
         Ok(())
     }
-
-    async fn wait_gone(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        let cmd = format!("for i in $(seq 100); do {} || exit 0; sleep 0.1; done; exit 1", self.find_pid(node));
-        let out = control.run(node, &cmd, Duration::from_secs(20), Retry::Idempotent).await?;
-        if out.status != 0 {
-            bail!("on {}: the ZooKeeper server did not exit", node.name);
-        }
-        Ok(())
-    }
-
-    async fn signal(&self, control: &Control, node: &Node, signal: &str) -> anyhow::Result<bool> {
-        let cmd = format!("if {}; then kill -{signal} $pid && echo signalled; fi", self.find_pid(node));
-        Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "signalled")
-    }
 }
 
 #[async_trait]
@@ -261,58 +243,35 @@ impl Db for ZooKeeper {
 
     async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
         let home = self.home(node);
-        let faketime = match self.clock_file(node) {
-            Some(file) => format!(
-                "LD_PRELOAD=$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 | head -1) FAKETIME_TIMESTAMP_FILE={} FAKETIME_CACHE_DURATION=1 ",
-                quote(&file)
-            ),
-            None => String::new(),
-        };
-        let cmd = format!(
-            "if {running}; then exit 0; fi; cd {h} || exit 1; \
-             {faketime}setsid nohup java -Xmx{heap}m -Dzookeeper.log.dir={h}/logs -Dlog4j.configuration=file:{h}/conf/log4j.properties \
-             -cp {cp} org.apache.zookeeper.server.quorum.QuorumPeerMain {h}/conf/zoo.cfg \
-             >> {h}/logs/stdout.log 2>&1 < /dev/null & echo $! > {h}/server.pid",
-            running = self.find_pid(node),
+        let env = self.clock_file(node).map(|f| faketime_env(&f)).unwrap_or_default();
+        let java = format!(
+            "java -Xmx{heap}m -Dzookeeper.log.dir={h}/logs -Dlog4j.configuration=file:{h}/conf/log4j.properties \
+             -cp {cp} org.apache.zookeeper.server.quorum.QuorumPeerMain {h}/conf/zoo.cfg",
             h = quote(&home),
             heap = self.cfg.heap_mb,
             cp = quote(&self.class_path(&home)),
         );
-        control.exec(node, &cmd, Retry::Once).await?;
-        Ok(())
+        self.process(node).start(control, node, &env, &java, &format!("{home}/logs/stdout.log")).await
     }
 
     async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.resume(control, node).await?;
-        if self.signal(control, node, "TERM").await? && self.wait_gone(control, node).await.is_err() {
-            self.signal(control, node, "KILL").await?;
-            self.wait_gone(control, node).await?;
-        }
-        Ok(())
+        self.process(node).stop(control, node).await
     }
 
     async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        if self.signal(control, node, "KILL").await? {
-            self.wait_gone(control, node).await?;
-        }
-        Ok(())
+        self.process(node).kill(control, node).await
     }
 
     async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        if !self.signal(control, node, "STOP").await? {
-            bail!("on {}: no ZooKeeper server runs to pause", node.name);
-        }
-        Ok(())
+        self.process(node).pause(control, node).await
     }
 
     async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.signal(control, node, "CONT").await?;
-        Ok(())
+        self.process(node).signal(control, node, "CONT").await.map(drop)
     }
 
     async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        let cmd = format!("if {}; then echo yes; fi", self.find_pid(node));
-        Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "yes")
+        self.process(node).is_running(control, node).await
     }
 
     async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
@@ -334,19 +293,7 @@ impl Db for ZooKeeper {
     }
 
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
-        let home = self.home(node);
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        for name in ["zookeeper.log", "stdout.log"] {
-            let remote = format!("{home}/logs/{name}");
-            let probe = format!("test -f {} && echo yes || true", quote(&remote));
-            if control.exec(node, &probe, Retry::Idempotent).await? == "yes" {
-                control.download(node, &remote, &dir.join(name)).await?;
-            }
-        }
-        let list = format!("ls -laR {} 2>&1 || true", quote(&format!("{home}/data")));
-        let listing = control.exec(node, &list, Retry::Idempotent).await?;
-        std::fs::write(dir.join("data-dir.txt"), listing + "\n")?;
-        Ok(())
+        self.process(node).collect(control, node, &["logs/zookeeper.log", "logs/stdout.log"], "data", dir).await
     }
 }
 
