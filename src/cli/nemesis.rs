@@ -60,7 +60,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         println!("stop-{kind}: {stopped}");
         anyhow::Ok(())
     };
-    match nemesis::guarded(&control, db.as_ref(), work).await? {
+    match nemesis::guarded(&control, db.as_ref(), nemesis::OnSignal::Drop, work).await? {
         Ending::Finished(result) => {
             result?;
             println!("healed");

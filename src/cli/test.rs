@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -111,9 +112,10 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let recorder = Arc::new(recorder);
     let endpoints: Vec<NodeEndpoint> = control.nodes().iter().map(|n| endpoint(db.as_ref(), n)).collect();
     let workload = workload_file.build(&stamp, rand::random())?;
-    let (_cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let run = crate::generator::run(&workload_file.generator, workload, endpoints, nemeses, recorder.clone(), cancel_rx);
-    let ending = nemesis::guarded(&control, db.as_ref(), run).await;
+    let on_signal = nemesis::OnSignal::Cancel(cancel_tx, Duration::from_secs(60));
+    let ending = nemesis::guarded(&control, db.as_ref(), on_signal, run).await;
     progress.finish();
     collect_logs(&control, db.as_ref(), &dir).await;
     if !args.keep_db {
@@ -132,7 +134,8 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         Ending::Interrupted(signal) => Some(format!("interrupted by {signal}")),
     };
     let ops = recorder.ops();
-    let verdict = super::verdict::judge_run(&dir, &ops, aborted.as_deref())?;
+    let sync_reads = workload_file.register.sync_reads;
+    let verdict = super::verdict::judge_run(&dir, &ops, sync_reads, aborted.as_deref())?;
     if let Err(e) = crate::report::write_plots(&ops, &dir) {
         eprintln!("warning: plots: {e:#}");
     }

@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::checker::result::{CheckResult, Validity};
-use crate::checker::zookeeper::{self, ZkReport};
+use crate::checker::zookeeper::{self, ZkOptions, ZkReport};
 use crate::checker::formats::{self, Format};
 use crate::checker::{check_history, timeline, CheckOptions};
 use crate::history::Op;
@@ -22,11 +22,13 @@ pub struct Verdict {
 }
 
 /// Checks `ops` (the history of the run in `dir`) for linearizability against the
-/// versioned-register model and for ZooKeeper's own guarantees, writes `results.json` and
-/// `timeline.html` into `dir`, and returns the verdict. `aborted` says why a run stopped early.
-pub fn judge_run(dir: &Path, ops: &[Op], aborted: Option<&str>) -> anyhow::Result<Verdict> {
+/// versioned-register model and for ZooKeeper's own guarantees (`sync_reads`: whether the
+/// workload synced before every read), writes `results.json` and `timeline.html` into `dir`,
+/// and returns the verdict. `aborted` says why a run stopped early.
+pub fn judge_run(dir: &Path, ops: &[Op], sync_reads: bool, aborted: Option<&str>) -> anyhow::Result<Verdict> {
     let linear = check_history(ops, &CheckOptions::default()).context("checking linearizability")?;
-    let zk = zookeeper::check(ops).context("checking ZooKeeper's guarantees")?;
+    let zk_options = ZkOptions { sync_reads, ..ZkOptions::default() };
+    let zk = zookeeper::check_with(ops, &zk_options).context("checking ZooKeeper's guarantees")?;
     let valid = overall(&linear, &zk, aborted.is_some());
     let results = json!({
         "valid": valid,
@@ -89,7 +91,8 @@ fn zk_summary(zk: &ZkReport) -> String {
 }
 
 /// Judges the stored run in `dir` again, exactly as the run itself did (a run that was aborted
-/// stays aborted), rewriting its `results.json` and `timeline.html`.
+/// stays aborted), rewriting its `results.json`, `timeline.html` and plots (a run whose
+/// controller was killed gets them here for the first time).
 pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
     let history = dir.join("history.jsonl");
     let (ops, _) = formats::read(&history, Format::Jsonl)?;
@@ -97,5 +100,12 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
     let aborted = previous
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
         .and_then(|results| results["aborted"].as_str().map(str::to_string));
-    judge_run(dir, &ops, aborted.as_deref())
+    let test_yaml = dir.join("test.yaml");
+    let sync_reads = match test_yaml.exists() {
+        true => crate::config::load::<super::test::TestConfig>(&test_yaml)?.workload.register.sync_reads,
+        false => true,
+    };
+    let verdict = judge_run(dir, &ops, sync_reads, aborted.as_deref())?;
+    crate::report::write_plots(&ops, dir)?;
+    Ok(verdict)
 }

@@ -58,27 +58,50 @@ pub async fn heal_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
 pub enum Ending<T> {
     /// It finished (with success or an error).
     Finished(anyhow::Result<T>),
-    /// SIGINT or SIGTERM arrived first; it was dropped.
+    /// SIGINT or SIGTERM arrived first: the work was asked to stop (or dropped).
     Interrupted(&'static str),
+}
+
+/// How to stop guarded work when a signal arrives.
+pub enum OnSignal {
+    /// Drop the work's future at once.
+    Drop,
+    /// Send `true` here and let the work wind down (heal, record) for up to this long.
+    Cancel(tokio::sync::watch::Sender<bool>, std::time::Duration),
 }
 
 /// Runs `work` and then heals every node, whether `work` succeeded, failed, panicked or was
 /// interrupted by SIGINT/SIGTERM (which are caught from here on, so a second Ctrl-C cannot
 /// stop the healing).
-pub async fn guarded<T>(control: &Control, db: &dyn Db, work: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<Ending<T>> {
+pub async fn guarded<T>(
+    control: &Control,
+    db: &dyn Db,
+    on_signal: OnSignal,
+    work: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<Ending<T>> {
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let ending = tokio::select! {
-        outcome = AssertUnwindSafe(work).catch_unwind() => Ending::Finished(outcome.unwrap_or_else(|panic| {
+    let work = AssertUnwindSafe(work).catch_unwind();
+    tokio::pin!(work);
+    let first = tokio::select! {
+        outcome = &mut work => Ok(outcome),
+        _ = sigint.recv() => Err("SIGINT"),
+        _ = sigterm.recv() => Err("SIGTERM"),
+    };
+    let ending = match first {
+        Ok(outcome) => Ending::Finished(outcome.unwrap_or_else(|panic| {
             let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
             Err(anyhow!("panicked: {}", what.unwrap_or_default()))
         })),
-        _ = sigint.recv() => Ending::Interrupted("SIGINT"),
-        _ = sigterm.recv() => Ending::Interrupted("SIGTERM"),
+        Err(signal) => {
+            eprintln!("{signal} received: healing every node before exiting");
+            if let OnSignal::Cancel(cancel, grace) = on_signal {
+                let _ = cancel.send(true);
+                let _ = tokio::time::timeout(grace, &mut work).await;
+            }
+            Ending::Interrupted(signal)
+        }
     };
-    if let Ending::Interrupted(signal) = &ending {
-        eprintln!("{signal} received: healing every node before exiting");
-    }
     heal_all(control, db).await?;
     Ok(ending)
 }

@@ -14,8 +14,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-pub use heal::{guarded, heal_all, Ending};
-pub use clock::{measure_all, ClockConfig};
+pub use heal::{guarded, heal_all, Ending, OnSignal};
+pub use clock::ClockConfig;
 pub use package::{FaultConfig, NemesisConfig};
 pub use packet::NetemConfig;
 pub use partition::{Partition, PartitionSpec};

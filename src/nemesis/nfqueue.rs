@@ -117,7 +117,6 @@ pub fn packet_ids(buf: &[u8]) -> io::Result<Vec<u32>> {
 /// A netlink socket bound to one queue.
 struct Queue {
     fd: i32,
-    number: u16,
 }
 
 impl Queue {
@@ -127,7 +126,7 @@ impl Queue {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        let queue = Queue { fd, number };
+        let queue = Queue { fd };
         let mut cmd = Vec::new();
         push_attr(&mut cmd, NFQA_CFG_CMD, &[NFQNL_CFG_CMD_BIND, 0, 0, libc::AF_INET as u8]);
         queue.send(&message(NFQNL_MSG_CONFIG, number, &cmd))?;

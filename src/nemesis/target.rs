@@ -22,6 +22,8 @@ pub enum Target {
     All,
     /// The node that leads at the time.
     Leader,
+    /// One node that does not lead at the time, at random.
+    Follower,
     /// A node by name.
     Named(String),
 }
@@ -36,6 +38,7 @@ impl FromStr for Target {
             "majority" => Target::Majority,
             "all" => Target::All,
             "leader" => Target::Leader,
+            "follower" => Target::Follower,
             "" => bail!("empty target"),
             name => Target::Named(name.to_string()),
         })
@@ -50,6 +53,7 @@ impl fmt::Display for Target {
             Target::Majority => f.write_str("majority"),
             Target::All => f.write_str("all"),
             Target::Leader => f.write_str("leader"),
+            Target::Follower => f.write_str("follower"),
             Target::Named(n) => f.write_str(n),
         }
     }
@@ -70,11 +74,19 @@ impl Target {
                 Some(leader) => vec![leader],
                 None => bail!("target leader: no node leads right now"),
             },
+            Target::Follower => {
+                let leader = db::leader(db, nodes).await;
+                let others: Vec<&Node> = shuffled.iter().filter(|n| Some(*n) != leader.as_ref()).collect();
+                match others.first() {
+                    Some(node) => vec![(*node).clone()],
+                    None => bail!("target follower: every node leads"),
+                }
+            }
             Target::Named(name) => match nodes.iter().find(|n| &n.name == name) {
                 Some(node) => vec![node.clone()],
                 None => {
                     let known: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-                    bail!("target {name:?}: no such node (nodes: {}; or one, minority, majority, all, leader)", known.join(", "))
+                    bail!("target {name:?}: no such node (nodes: {}; or one, minority, majority, all, leader, follower)", known.join(", "))
                 }
             },
         })

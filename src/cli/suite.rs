@@ -1,0 +1,151 @@
+//! `stampede suite FILE.yaml`: runs a matrix of tests unattended and leaves
+//! `results/suites/<name>/<timestamp>/` with `summary.json`, `junit.xml` and `index.html`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::targets::TargetArgs;
+use crate::suite::runner::{self, Runner};
+use crate::suite::{html, junit, SuiteFile, Summary, Verdict};
+
+/// Arguments of `stampede suite`.
+#[derive(Debug, clap::Args)]
+pub struct SuiteArgs {
+    /// The suite file, e.g. suites/nightly.yaml.
+    file: PathBuf,
+    /// Where results go (the suite's folder is `<results>/suites/<name>/<timestamp>`).
+    #[arg(long, default_value = "results")]
+    results: PathBuf,
+    #[command(flatten)]
+    targets: TargetArgs,
+}
+
+/// Runs `stampede suite`; exits 0 if every test is valid, 1 if any found anomalies, else 2
+/// if any errored or ended unknown.
+pub fn run(args: SuiteArgs) -> anyhow::Result<ExitCode> {
+    let suite = SuiteFile::load(&args.file)?;
+    let name = suite.name_for(&args.file);
+    let suite_folder = args.file.parent().unwrap_or(Path::new("."));
+    let tests = suite.expand(suite_folder);
+    let now = std::time::SystemTime::now();
+    let stamp = humantime::format_rfc3339_seconds(now)
+        .to_string()
+        .replace(':', "");
+    let dir = runner::suite_dir(&args.results, &name, &stamp);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = std::fs::canonicalize(&dir)?;
+    let exe = std::env::current_exe().context("cannot find the stampede binary")?;
+    let runner = Runner {
+        exe,
+        dir: dir.clone(),
+        common_args: common_args(&suite, &args.targets),
+    };
+    let mut summary = Summary {
+        suite: name.clone(),
+        started: humantime::format_rfc3339_seconds(now).to_string(),
+        finished: false,
+        tests: Vec::new(),
+    };
+    write_reports(&summary, &dir)?;
+    let mut last_start: Option<(String, Instant)> = None;
+    for (i, spec) in tests.iter().enumerate() {
+        // Two runs of one test must not share a results folder, whose name has 1 s resolution.
+        if let Some((prev, at)) = &last_start {
+            let gap = Duration::from_millis(1100).saturating_sub(at.elapsed());
+            if *prev == spec.name && !gap.is_zero() {
+                std::thread::sleep(gap);
+            }
+        }
+        last_start = Some((spec.name.clone(), Instant::now()));
+        eprintln!(
+            "suite {name}: test {}/{}: {} #{}",
+            i + 1,
+            tests.len(),
+            spec.name,
+            spec.repetition
+        );
+        let record = runner.run(spec);
+        eprintln!(
+            "suite {name}: {} #{}: {} ({:.0} s)",
+            spec.name,
+            spec.repetition,
+            record.verdict.as_str(),
+            record.duration_s
+        );
+        summary.tests.push(record);
+        write_reports(&summary, &dir)?;
+    }
+    summary.finished = true;
+    write_reports(&summary, &dir)?;
+    link_latest(&dir);
+    println!("suite: {}", dir.display());
+    println!(
+        "suite {name}: {} tests: {} valid, {} with anomalies, {} unknown, {} errors",
+        summary.tests.len(),
+        summary.count(Verdict::Valid),
+        summary.count(Verdict::Invalid),
+        summary.count(Verdict::Unknown),
+        summary.count(Verdict::Error)
+    );
+    Ok(ExitCode::from(summary.exit_code()))
+}
+
+/// The flags every test gets: the suite's time limit and overrides, and the node selection
+/// the suite was given.
+fn common_args(suite: &SuiteFile, targets: &TargetArgs) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut flag = |name: &str, value: OsString| {
+        args.push(name.into());
+        args.push(value);
+    };
+    if let Some(limit) = &suite.time_limit {
+        flag("--time-limit", limit.to_string().into());
+    }
+    for o in &suite.set {
+        flag("--set", o.into());
+    }
+    if let Some(nodes) = &targets.nodes {
+        flag("--nodes", nodes.into());
+    }
+    if let Some(file) = &targets.nodes_file {
+        flag("--nodes-file", absolute(file).into());
+    }
+    flag("--ssh-user", (&targets.ssh_user).into());
+    if let Some(key) = &targets.ssh_key {
+        flag("--ssh-key", absolute(key).into());
+    }
+    if let Some(known) = &targets.known_hosts {
+        flag("--known-hosts", absolute(known).into());
+    }
+    flag("--cluster", (&targets.cluster).into());
+    args
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Writes summary.json, junit.xml and index.html (after every test, so a suite cut short
+/// still has its reports).
+fn write_reports(summary: &Summary, dir: &Path) -> anyhow::Result<()> {
+    summary.save(dir)?;
+    let write = |file: &str, text: String| {
+        std::fs::write(dir.join(file), text)
+            .with_context(|| format!("cannot write {}", dir.join(file).display()))
+    };
+    write("junit.xml", junit::render(summary))?;
+    write("index.html", html::render(summary))
+}
+
+/// Points `<results>/suites/<name>/latest` at this run.
+fn link_latest(dir: &Path) {
+    if let (Some(parent), Some(stamp)) = (dir.parent(), dir.file_name()) {
+        let latest = parent.join("latest");
+        let _ = std::fs::remove_file(&latest);
+        let _ = std::os::unix::fs::symlink(stamp, &latest);
+    }
+}

@@ -1,0 +1,213 @@
+//! Integration tests of the clock, packet and combined nemeses against real ZooKeeper on a
+//! local cluster, through full `stampede test` runs: offsets measured over SSH show a bump on
+//! the leader and a strobe on a follower and go back to zero, a packet delay raises client
+//! latencies by about the delay, and a package of every fault kind heals all of them.
+//!
+//! A custom harness (`harness = false`): the scenarios share one cluster, made at the start
+//! and always removed at the end. Needs root on Linux.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const CLUSTER: &str = "stfault";
+const SUBNET: &str = "10.241.13.0/24";
+
+fn stampede(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(args)
+        .current_dir(cwd)
+        .env("STAMPEDE_CLUSTER", CLUSTER)
+        .output()
+        .expect("cannot run stampede")
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Runs a test with the nemesis package `yaml` and returns its results folder and history.
+fn run_test(work: &Path, name: &str, yaml: &str, extra: &[&str]) -> (PathBuf, Vec<Value>) {
+    let nemesis = work.join(format!("{name}.yaml"));
+    std::fs::write(&nemesis, yaml).unwrap();
+    let nemesis = nemesis.display().to_string();
+    let mut args = vec!["test", "--name", name, "--nemesis", nemesis.as_str()];
+    args.extend_from_slice(extra);
+    let out = stampede(&args, work);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or("");
+    assert!(matches!(out.status.code(), Some(0) | Some(1)) && last.starts_with("verdict: "), "the run ended with a verdict: {}", text(&out));
+    let dir = stdout.lines().find_map(|l| l.strip_prefix("results: ")).map(|d| work.join(d)).expect("a results line");
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    (dir, history.lines().map(|l| serde_json::from_str(l).unwrap()).collect())
+}
+
+/// Completions of nemesis operations named `f`.
+fn nemesis_completions<'a>(history: &'a [Value], f: &str) -> Vec<&'a Value> {
+    history.iter().filter(|op| op["process"] == "nemesis" && op["f"] == f && op["type"] != "invoke").collect()
+}
+
+fn offset(op: &Value, node: &str) -> f64 {
+    op["value"]["offsets_ms"][node].as_f64().unwrap_or_else(|| panic!("no offset of {node} in {op}"))
+}
+
+fn assert_no_fault_left(work: &Path) {
+    let out = stampede(
+        &["exec", "--", "echo $(iptables -S | grep -c -- '^-A') $(iptables -t mangle -S | grep -c -- '^-A') $(pgrep -fc '[a]gent-netem')"],
+        work,
+    );
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        assert!(line.ends_with(": 0 0 0"), "filter rules, mangle rules, packet agents left: {line}");
+    }
+    for i in 1..=3 {
+        let file = format!("/var/lib/stampede/db/10.241.13.{i}/faketime");
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            assert_eq!(text.trim(), "+0.000", "{file}: the clock was reset");
+        }
+    }
+}
+
+fn clock_bump_and_strobe_are_measured_and_reset(work: &Path) {
+    let yaml = "faults:\n\
+                \x20 - {kind: clock, target: leader, clock: {mode: bump, delta_ms: 3000}}\n\
+                \x20 - {kind: clock, target: follower, clock: {mode: strobe, delta_ms: 1500, period: 6s}}\n";
+    let args = ["--time-limit", "34s", "--set", "generator.nemesis_interval=2s", "--set", "generator.nemesis_duration=9s", "--keep-db"];
+    let (dir, history) = run_test(work, "clock", yaml, &args);
+    let starts = nemesis_completions(&history, "start-clock");
+    assert!(starts.len() >= 2, "both clock faults ran: {starts:?}");
+    for (start, expected) in starts.iter().take(2).zip([3000.0, 1500.0]) {
+        let hit = start["value"]["nodes"][0].as_str().expect("a targeted node").to_string();
+        for node in ["n1", "n2", "n3"] {
+            let measured = offset(start, node);
+            let want = if node == hit { expected } else { 0.0 };
+            assert!((measured - want).abs() < 300.0, "{node}: measured {measured} ms, expected about {want} ({start})");
+        }
+    }
+    // Each stop resets every clock; a strobe still running when the run ends is stopped
+    // last, so the final measurement shows every clock back.
+    let stops = nemesis_completions(&history, "stop-clock");
+    let last = stops.last().expect("the clock faults were stopped");
+    for node in ["n1", "n2", "n3"] {
+        assert!(offset(last, node).abs() < 300.0, "{node} was reset: {last}");
+    }
+    let png = std::fs::metadata(dir.join("clock-skew.png")).expect("clock-skew.png was drawn");
+    assert!(png.len() > 10_000);
+    let db_teardown = stampede(&["db", "teardown"], work);
+    assert!(db_teardown.status.success(), "{}", text(&db_teardown));
+}
+
+/// Median latency in ms of ok client operations `f` invoked inside (`true`) or outside every
+/// `[start, stop]` window of `kind`.
+fn median_latency(history: &[Value], f: &str, kind: &str, inside: bool) -> f64 {
+    let time = |op: &Value| op["time"].as_u64().unwrap();
+    let starts: Vec<u64> = nemesis_completions(history, &format!("start-{kind}")).iter().map(|o| time(o)).collect();
+    let stops: Vec<u64> =
+        history.iter().filter(|o| o["process"] == "nemesis" && o["f"] == format!("stop-{kind}") && o["type"] == "invoke").map(time).collect();
+    let windows: Vec<(u64, u64)> = starts.iter().map(|s| (*s, stops.iter().copied().find(|t| t > s).unwrap_or(u64::MAX))).collect();
+    let mut open = std::collections::HashMap::new();
+    let mut latencies = Vec::new();
+    for op in history.iter().filter(|o| o["process"] != "nemesis" && o["f"] == f) {
+        let process = op["process"].as_u64().unwrap();
+        match op["type"].as_str().unwrap() {
+            "invoke" => {
+                open.insert(process, time(op));
+            }
+            "ok" => {
+                let begun = open.remove(&process).unwrap();
+                let during = windows.iter().any(|(s, e)| begun >= *s && time(op) <= *e);
+                let clear = windows.iter().all(|(s, e)| time(op) < *s || begun > *e);
+                if (inside && during) || (!inside && clear) {
+                    latencies.push((time(op) - begun) as f64 / 1e6);
+                }
+            }
+            _ => {
+                open.remove(&process);
+            }
+        }
+    }
+    assert!(latencies.len() >= 10, "too few {f} ops {} the {kind} windows", if inside { "inside" } else { "outside" });
+    latencies.sort_by(f64::total_cmp);
+    latencies[latencies.len() / 2]
+}
+
+/// A read without sync is one round trip to the client's own server, whose answer the fault
+/// delays once: its latency rises by about the delay. A write crosses the ensemble several
+/// times, each hop delayed.
+fn packet_delay_raises_latency_by_about_the_delay(work: &Path) {
+    let yaml = "faults:\n  - {kind: packet, target: all, netem: {delay: 100ms, jitter: 0ms}}\n";
+    let args = [
+        "--time-limit", "30s", "--set", "generator.nemesis_interval=6s", "--set", "generator.nemesis_duration=12s",
+        "--set", "register.sync_reads=false",
+    ];
+    let (_, history) = run_test(work, "packet", yaml, &args);
+    let (clear, delayed) = (median_latency(&history, "read", "packet", false), median_latency(&history, "read", "packet", true));
+    let (write_clear, write_delayed) = (median_latency(&history, "write", "packet", false), median_latency(&history, "write", "packet", true));
+    println!("median read latency without delay {clear:.1} ms, with 100 ms delay {delayed:.1} ms");
+    println!("median write latency without delay {write_clear:.1} ms, with 100 ms delay {write_delayed:.1} ms");
+    assert!((80.0..=200.0).contains(&(delayed - clear)), "a read rises by about the delay: {clear:.1} ms -> {delayed:.1} ms");
+    assert!(write_delayed - write_clear >= 100.0, "a write rises by at least the delay: {write_clear:.1} -> {write_delayed:.1} ms");
+}
+
+fn every_fault_kind_in_one_test_is_healed(work: &Path) {
+    let yaml = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("nemeses/all.yaml")).unwrap();
+    let args = ["--time-limit", "60s", "--set", "generator.nemesis_interval=1s", "--set", "generator.nemesis_duration=3s"];
+    let (_, history) = run_test(work, "all", &yaml, &args);
+    for kind in ["partition", "kill", "pause", "clock", "packet"] {
+        let started = nemesis_completions(&history, &format!("start-{kind}"));
+        let stopped = nemesis_completions(&history, &format!("stop-{kind}"));
+        assert!(started.iter().any(|op| op["error"].is_null()), "{kind} was injected");
+        assert!(stopped.len() >= started.len(), "{kind} was healed each time");
+    }
+}
+
+type Scenario = (&'static str, fn(&Path));
+
+fn main() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { geteuid() } != 0 {
+        eprintln!("tests/faults.rs needs root (network namespaces, sshd): run the test suite as root");
+        std::process::exit(1);
+    }
+    let work = std::env::temp_dir().join(format!("stampede-faults-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let scenarios: &[Scenario] = &[
+        ("clock_bump_and_strobe_are_measured_and_reset", clock_bump_and_strobe_are_measured_and_reset),
+        ("packet_delay_raises_latency_by_about_the_delay", packet_delay_raises_latency_by_about_the_delay),
+        ("every_fault_kind_in_one_test_is_healed", every_fault_kind_in_one_test_is_healed),
+    ];
+    let (mut passed, mut failed) = (0, 0);
+    let up = stampede(&["cluster", "up", "--nodes", "3", "--subnet", SUBNET], &work);
+    if up.status.success() {
+        for (name, scenario) in scenarios {
+            let ok = std::panic::catch_unwind(|| {
+                scenario(&work);
+                assert_no_fault_left(&work);
+            });
+            if ok.is_ok() {
+                passed += 1;
+                println!("test {name} ... ok");
+            } else {
+                failed += 1;
+                println!("test {name} ... FAILED");
+                let _ = stampede(&["heal"], &work);
+                let _ = stampede(&["db", "teardown"], &work);
+            }
+        }
+    } else {
+        failed += 1;
+        println!("test cluster_up ... FAILED: {}", text(&up));
+    }
+    let down = stampede(&["cluster", "down"], &work);
+    if !down.status.success() {
+        failed += 1;
+        println!("test cluster_down ... FAILED: {}", text(&down));
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    println!("{passed} passed, {failed} failed");
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+extern "C" {
+    fn geteuid() -> u32;
+}
