@@ -206,6 +206,30 @@ fn bad_input_gets_one_line_errors() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// An Apache-style release tarball (a top folder with `lib/*.jar`), made from the jars of
+/// Debian's package since the test has no network: installs, forms an ensemble, tears down.
+fn a_release_tarball_installs_and_serves() {
+    let dir = std::env::temp_dir().join(format!("stampede-tarball-{}", std::process::id()));
+    let lib = dir.join("apache-zookeeper-3.8.0-bin/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    for jar in ["zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-log4j12.jar", "log4j-1.2.jar"] {
+        std::fs::copy(format!("/usr/share/java/{jar}"), lib.join(jar)).unwrap();
+    }
+    let tarball = dir.join("apache-zookeeper-3.8.0-bin.tar.gz");
+    let made = Command::new("tar").arg("-czf").arg(&tarball).arg("-C").arg(&dir).arg("apache-zookeeper-3.8.0-bin").status().unwrap();
+    assert!(made.success());
+    let tarball = tarball.display().to_string();
+    stampede_ok(&["db", "teardown"]);
+    stampede_ok(&["db", "setup", "--zookeeper-tarball", &tarball]);
+    assert!(healthy_ensemble(), "{:?}", modes());
+    let cmdlines = Command::new("pgrep").args(["-af", "QuorumPeerMain /var/lib/stampede/db/10.241.9."]).output().unwrap();
+    let cmdlines = String::from_utf8_lossy(&cmdlines.stdout);
+    assert_eq!(cmdlines.matches("/dist/lib/*").count(), 3, "servers run from the tarball: {cmdlines}");
+    stampede_ok(&["db", "teardown", "--zookeeper-tarball", &tarball]);
+    stampede_ok(&["db", "setup"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn cluster_up_is_idempotent_and_repairs() {
     let pid: u32 = std::fs::read_to_string(format!("{STATE}/n3/sshd.pid")).unwrap().trim().parse().unwrap();
     // SAFETY: killing the test cluster's own sshd, found by its pid file.
@@ -246,6 +270,7 @@ fn main() {
         ("sigint_mid_partition_heals", sigint_mid_partition_heals),
         ("heal_restarts_a_server_killed_behind_our_back", heal_restarts_a_server_killed_behind_our_back),
         ("bad_input_gets_one_line_errors", bad_input_gets_one_line_errors),
+        ("a_release_tarball_installs_and_serves", a_release_tarball_installs_and_serves),
         ("cluster_up_is_idempotent_and_repairs", cluster_up_is_idempotent_and_repairs),
     ];
     let (mut passed, mut failed) = (0, 0);

@@ -60,11 +60,25 @@ impl Recorder {
     }
 
     fn with_file(file: Option<File>) -> Recorder {
-        Recorder { start: Instant::now(), state: Mutex::new(State { file, ops: Vec::new() }), observer: None }
+        Recorder {
+            start: Instant::now(),
+            state: Mutex::new(State {
+                file,
+                ops: Vec::new(),
+            }),
+            observer: None,
+        }
     }
 
     /// Records one operation and returns it as written.
-    pub fn record(&self, kind: OpType, process: Process, f: &str, value: serde_json::Value, meta: Meta) -> io::Result<Op> {
+    pub fn record(
+        &self,
+        kind: OpType,
+        process: Process,
+        f: &str,
+        value: serde_json::Value,
+        meta: Meta,
+    ) -> io::Result<Op> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let op = Op {
             index: state.ops.len() as u64,
@@ -92,13 +106,12 @@ impl Recorder {
         Ok(op)
     }
 
-    /// Nanoseconds since the recorder started, on the same clock as the recorded ops.
-    pub fn now(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
-    }
-
     /// A copy of every operation recorded so far.
     pub fn ops(&self) -> Vec<Op> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).ops.clone()
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .ops
+            .clone()
     }
 }

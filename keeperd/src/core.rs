@@ -1,0 +1,925 @@
+//! The server core: one thread that owns the data tree, sessions, watches
+//! and connections' protocol state, and runs the request pipeline in order:
+//! reads are answered from the tree; writes are checked and resolved into
+//! transactions (processor), appended to the [`Log`], applied to the tree,
+//! and their watch events and replies are held until the log reports the
+//! transaction durable. Events are queued before the reply of the write that
+//! caused them, so every client sees an event before any response reflecting
+//! the change.
+
+use crate::auth::{digest_id, AuthId};
+use crate::config::Config;
+use crate::jute::Writer;
+use crate::log::Log;
+use crate::processor::{self, Caller};
+use crate::proto::{
+    self, err, event, op, perms, Acl, ConnectRequest, MultiOp, ReadOp, Request, SetWatches,
+};
+use crate::stats::ServerStats;
+use crate::tree::{owner_kind, Change, DataTree, OwnerKind};
+use crate::txn::{Txn, TxnBody};
+use crate::watch::{remove_mask, ConnId, WatchManager};
+use rand::RngCore;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc::UnboundedSender, oneshot};
+
+/// What the core sends a connection.
+#[derive(Debug)]
+pub enum Out {
+    /// Bytes of one or more frames to write.
+    Frame(Vec<u8>),
+    /// Flush and close the connection.
+    Close,
+}
+
+/// Messages into the core.
+pub enum CoreMsg {
+    /// A connection was accepted.
+    Open {
+        conn: ConnId,
+        addr: SocketAddr,
+        out: UnboundedSender<Out>,
+    },
+    /// Its connect handshake arrived.
+    Connect { conn: ConnId, req: ConnectRequest },
+    /// A request arrived.
+    Request {
+        conn: ConnId,
+        xid: i32,
+        opcode: i32,
+        req: Request,
+        at: Instant,
+    },
+    /// The connection is gone.
+    Closed { conn: ConnId },
+    /// The log made every zxid up to this one durable.
+    Durable(i64),
+    /// A four-letter word to answer.
+    Command {
+        word: String,
+        reply: oneshot::Sender<String>,
+    },
+}
+
+struct Conn {
+    out: UnboundedSender<Out>,
+    addr: SocketAddr,
+    session: i64,
+    auth: Vec<AuthId>,
+    received: u64,
+    sent: u64,
+    last_cxid: i32,
+    last_zxid: i64,
+    last_op: &'static str,
+    established: SystemTime,
+}
+
+struct Live {
+    timeout: i32,
+    deadline: Instant,
+    conn: Option<ConnId>,
+}
+
+/// The core's state; see the module docs.
+pub struct Core {
+    config: Arc<Config>,
+    tree: DataTree,
+    watches: WatchManager,
+    log: Box<dyn Log>,
+    durable_zxid: i64,
+    held: VecDeque<(i64, ConnId, Out)>,
+    conns: HashMap<ConnId, Conn>,
+    live: HashMap<i64, Live>,
+    next_session: i64,
+    since_snapshot: u64,
+    stats: ServerStats,
+    started: Instant,
+    last_reap: Instant,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn op_name(opcode: i32) -> &'static str {
+    match opcode {
+        op::PING => "PING",
+        op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => "CREA",
+        op::DELETE => "DELE",
+        op::EXISTS => "EXIS",
+        op::GET_DATA => "GETD",
+        op::SET_DATA => "SETD",
+        op::GET_CHILDREN | op::GET_CHILDREN2 => "GETC",
+        op::MULTI => "MULT",
+        op::SYNC => "SYNC",
+        op::CLOSE_SESSION => "CLOS",
+        _ => "OTHR",
+    }
+}
+
+impl Core {
+    /// A core over a recovered tree whose transactions are all durable.
+    pub fn new(config: Arc<Config>, tree: DataTree, log: Box<dyn Log>) -> Core {
+        let now = Instant::now();
+        let live = tree
+            .sessions
+            .iter()
+            .map(|(id, s)| {
+                (
+                    *id,
+                    Live {
+                        timeout: s.timeout,
+                        deadline: now + Duration::from_millis(s.timeout as u64),
+                        conn: None,
+                    },
+                )
+            })
+            .collect();
+        let base = (((now_ms() as u64) << 24) >> 8) as i64;
+        let next_session = tree.sessions.keys().max().map_or(base, |m| base.max(m + 1));
+        Core {
+            config,
+            durable_zxid: tree.last_zxid,
+            tree,
+            watches: WatchManager::default(),
+            log,
+            held: VecDeque::new(),
+            conns: HashMap::new(),
+            live,
+            next_session,
+            since_snapshot: 0,
+            stats: ServerStats::default(),
+            started: now,
+            last_reap: now,
+        }
+    }
+
+    /// Serves messages until every sender is gone.
+    pub fn run(mut self, rx: Receiver<CoreMsg>) {
+        let tick = Duration::from_millis((self.config.tick_time as u64 / 2).clamp(10, 500));
+        let mut last_expiry = Instant::now();
+        loop {
+            match rx.recv_timeout(tick) {
+                Ok(msg) => {
+                    self.handle(msg);
+                    for msg in rx.try_iter().take(4096) {
+                        self.handle(msg);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if last_expiry.elapsed() >= tick {
+                last_expiry = Instant::now();
+                self.expire_sessions();
+                if self.last_reap.elapsed()
+                    >= Duration::from_millis(self.config.container_check_interval_ms)
+                {
+                    self.last_reap = Instant::now();
+                    self.reap();
+                }
+            }
+            self.log.flush();
+            if self.since_snapshot >= self.config.snap_count {
+                self.since_snapshot = 0;
+                self.log
+                    .snapshot(self.tree.last_zxid, self.tree.encode_snapshot());
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: CoreMsg) {
+        match msg {
+            CoreMsg::Open { conn, addr, out } => {
+                let auth = vec![AuthId {
+                    scheme: "ip".into(),
+                    id: addr.ip().to_string(),
+                }];
+                let c = Conn {
+                    out,
+                    addr,
+                    session: 0,
+                    auth,
+                    received: 0,
+                    sent: 0,
+                    last_cxid: 0,
+                    last_zxid: 0,
+                    last_op: "NA",
+                    established: SystemTime::now(),
+                };
+                self.conns.insert(conn, c);
+            }
+            CoreMsg::Connect { conn, req } => self.connect(conn, req),
+            CoreMsg::Request {
+                conn,
+                xid,
+                opcode,
+                req,
+                at,
+            } => self.request(conn, xid, opcode, req, at),
+            CoreMsg::Closed { conn } => {
+                self.watches.drop_conn(conn);
+                if let Some(c) = self.conns.remove(&conn) {
+                    if let Some(l) = self.live.get_mut(&c.session) {
+                        if l.conn == Some(conn) {
+                            l.conn = None;
+                        }
+                    }
+                }
+            }
+            CoreMsg::Durable(zxid) => {
+                self.durable_zxid = self.durable_zxid.max(zxid);
+                while self.held.front().is_some_and(|h| h.0 <= self.durable_zxid) {
+                    let (_, conn, out) = self.held.pop_front().unwrap();
+                    self.deliver(conn, out);
+                }
+            }
+            CoreMsg::Command { word, reply } => {
+                let _ = reply.send(crate::fourlw::answer(self, &word));
+            }
+        }
+    }
+
+    /// Queues output for a connection; held while any applied txn is not yet durable.
+    fn send(&mut self, conn: ConnId, out: Out) {
+        if self.held.is_empty() && self.tree.last_zxid <= self.durable_zxid {
+            self.deliver(conn, out);
+        } else {
+            self.held.push_back((self.tree.last_zxid, conn, out));
+        }
+    }
+
+    fn deliver(&mut self, conn: ConnId, out: Out) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if matches!(out, Out::Frame(_)) {
+                c.sent += 1;
+                self.stats.packets_sent += 1;
+            }
+            let _ = c.out.send(out);
+        }
+    }
+
+    fn reply(&mut self, conn: ConnId, xid: i32, err: i32, body: impl FnOnce(&mut Writer)) {
+        let frame = proto::reply_frame(xid, self.tree.last_zxid, err, body);
+        self.send(conn, Out::Frame(frame));
+    }
+
+    fn connect(&mut self, conn: ConnId, req: ConnectRequest) {
+        if req.last_zxid_seen > self.tree.last_zxid {
+            tracing::warn!(
+                "refusing client that has seen zxid {:#x}, ahead of ours {:#x}",
+                req.last_zxid_seen,
+                self.tree.last_zxid
+            );
+            self.send(conn, Out::Close);
+            return;
+        }
+        let timeout = self.config.negotiate_timeout(req.timeout);
+        if req.session_id == 0 {
+            let id = self.next_session;
+            self.next_session += 1;
+            let mut password = vec![0u8; 16];
+            rand::thread_rng().fill_bytes(&mut password);
+            self.commit(
+                id,
+                TxnBody::CreateSession {
+                    timeout,
+                    password: password.clone(),
+                },
+            );
+            self.live.insert(
+                id,
+                Live {
+                    timeout,
+                    deadline: Instant::now() + Duration::from_millis(timeout as u64),
+                    conn: Some(conn),
+                },
+            );
+            self.attach(conn, id, timeout, &password);
+            return;
+        }
+        let valid = self
+            .tree
+            .sessions
+            .get(&req.session_id)
+            .is_some_and(|s| s.password == req.password)
+            && self.live.contains_key(&req.session_id);
+        if !valid {
+            self.send(conn, Out::Frame(proto::connect_frame(0, 0, &[0; 16])));
+            self.send(conn, Out::Close);
+            return;
+        }
+        let l = self.live.get_mut(&req.session_id).unwrap();
+        let old = l.conn.replace(conn);
+        l.timeout = timeout;
+        l.deadline = Instant::now() + Duration::from_millis(timeout as u64);
+        if let Some(old) = old.filter(|o| *o != conn) {
+            if let Some(c) = self.conns.get_mut(&old) {
+                c.session = 0;
+            }
+            self.send(old, Out::Close);
+        }
+        let password = self.tree.sessions[&req.session_id].password.clone();
+        self.attach(conn, req.session_id, timeout, &password);
+    }
+
+    fn attach(&mut self, conn: ConnId, session: i64, timeout: i32, password: &[u8]) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = session;
+        }
+        self.send(
+            conn,
+            Out::Frame(proto::connect_frame(timeout, session, password)),
+        );
+    }
+
+    /// Appends a transaction, applies it and fires its watches.
+    fn commit(&mut self, session: i64, body: TxnBody) -> i64 {
+        let txn = Txn {
+            zxid: self.tree.last_zxid + 1,
+            time: now_ms(),
+            session,
+            body,
+        };
+        let mut changes = Vec::new();
+        self.tree.apply(&txn, &mut changes);
+        self.log.append(&txn);
+        self.since_snapshot += 1;
+        self.fire(txn.zxid, &changes);
+        txn.zxid
+    }
+
+    fn fire(&mut self, zxid: i64, changes: &[Change]) {
+        for ch in changes {
+            let (conns, kind, path) = match ch {
+                Change::Created(p) => (self.watches.node_created(p), event::NODE_CREATED, p),
+                Change::Deleted(p) => (self.watches.node_deleted(p), event::NODE_DELETED, p),
+                Change::DataChanged(p) => {
+                    (self.watches.node_changed(p), event::NODE_DATA_CHANGED, p)
+                }
+                Change::ChildrenChanged(p) => (
+                    self.watches.children_changed(p),
+                    event::NODE_CHILDREN_CHANGED,
+                    p,
+                ),
+            };
+            let summary = match kind {
+                event::NODE_CREATED => &mut self.stats.node_created_watch,
+                event::NODE_DELETED => &mut self.stats.node_deleted_watch,
+                event::NODE_DATA_CHANGED => &mut self.stats.node_changed_watch,
+                _ => &mut self.stats.node_children_watch,
+            };
+            summary.record(conns.len() as u64);
+            if conns.is_empty() {
+                continue;
+            }
+            let frame = proto::event_frame(zxid, kind, path);
+            for c in conns {
+                self.send(c, Out::Frame(frame.clone()));
+            }
+        }
+    }
+
+    fn touch(&mut self, session: i64) {
+        if let Some(l) = self.live.get_mut(&session) {
+            l.deadline = Instant::now() + Duration::from_millis(l.timeout as u64);
+        }
+    }
+
+    fn expire_sessions(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<i64> = self
+            .live
+            .iter()
+            .filter(|(_, l)| l.deadline <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            tracing::info!("session {id:#x} expired");
+            let l = self.live.remove(&id).unwrap();
+            self.commit(id, TxnBody::CloseSession);
+            if let Some(conn) = l.conn {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.session = 0;
+                }
+                self.send(conn, Out::Close);
+            }
+        }
+    }
+
+    /// Deletes empty containers (that once had children) and expired TTL nodes.
+    fn reap(&mut self) {
+        let now = now_ms();
+        let mut doomed: Vec<String> = self
+            .tree
+            .reapable
+            .iter()
+            .filter(|p| {
+                let Some(n) = self.tree.get(p) else {
+                    return false;
+                };
+                let s = n.stat();
+                s.num_children == 0
+                    && match owner_kind(s.ephemeral_owner) {
+                        OwnerKind::Container => s.cversion > 0,
+                        OwnerKind::Ttl(ttl) => now - s.mtime > ttl,
+                        _ => false,
+                    }
+            })
+            .cloned()
+            .collect();
+        doomed.sort();
+        for path in doomed {
+            self.commit(0, TxnBody::Delete { path });
+        }
+    }
+
+    fn request(&mut self, conn: ConnId, xid: i32, opcode: i32, req: Request, at: Instant) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let session = c.session;
+        if session == 0 {
+            self.send(conn, Out::Close);
+            return;
+        }
+        c.received += 1;
+        c.last_op = op_name(opcode);
+        if xid >= 0 {
+            c.last_cxid = xid;
+        }
+        self.stats.packets_received += 1;
+        self.touch(session);
+        let auth = self.conns[&conn].auth.clone();
+        let caller = Caller {
+            session,
+            auth: &auth,
+        };
+        match req {
+            Request::Ping => self.reply(conn, xid, err::OK, |_| {}),
+            Request::CloseSession => {
+                self.live.remove(&session);
+                self.commit(session, TxnBody::CloseSession);
+                self.reply(conn, xid, err::OK, |_| {});
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.session = 0;
+                }
+                self.send(conn, Out::Close);
+            }
+            Request::Auth { scheme, auth } => {
+                let id = (scheme == "digest")
+                    .then(|| std::str::from_utf8(&auth).ok().and_then(digest_id))
+                    .flatten();
+                match id {
+                    Some(id) => {
+                        let c = self.conns.get_mut(&conn).unwrap();
+                        let a = AuthId { scheme, id };
+                        if !c.auth.contains(&a) {
+                            c.auth.push(a);
+                        }
+                        self.reply(conn, xid, err::OK, |_| {});
+                    }
+                    None => {
+                        self.reply(conn, xid, err::AUTH_FAILED, |_| {});
+                        self.send(conn, Out::Close);
+                    }
+                }
+            }
+            Request::SetWatches(sw) => self.set_watches(conn, xid, sw),
+            Request::Create(c) => {
+                let kind = c.opcode;
+                match processor::prep_create(&self.tree, &c, &caller) {
+                    Err(e) => self.reply(conn, xid, e, |_| {}),
+                    Ok(body) => {
+                        let path = match &body {
+                            TxnBody::Create { path, .. } => path.clone(),
+                            _ => unreachable!("prep_create returns a create"),
+                        };
+                        self.commit(session, body);
+                        let stat = self.tree.get(&path).map(|n| n.stat()).unwrap_or_default();
+                        self.reply(conn, xid, err::OK, |w| {
+                            w.string(&path);
+                            if kind != op::CREATE {
+                                stat.write(w);
+                            }
+                        });
+                    }
+                }
+            }
+            Request::Delete { path, version } => {
+                let r = processor::prep_delete(&self.tree, &path, version, &caller);
+                self.write_simple(conn, xid, session, r, |_, _| {});
+            }
+            Request::SetData {
+                path,
+                data,
+                version,
+            } => {
+                let r = processor::prep_set_data(&self.tree, &path, &data, version, &caller);
+                self.write_simple(conn, xid, session, r, |tree, w| {
+                    tree.get(&path).unwrap().stat().write(w)
+                });
+            }
+            Request::SetAcl { path, acl, version } => {
+                let r = processor::prep_set_acl(&self.tree, &path, &acl, version, &caller);
+                self.write_simple(conn, xid, session, r, |tree, w| {
+                    tree.get(&path).unwrap().stat().write(w)
+                });
+            }
+            Request::Check { path, version } => {
+                let e = processor::prep_check(&self.tree, &path, version, &caller)
+                    .err()
+                    .unwrap_or(err::OK);
+                self.reply(conn, xid, e, |_| {});
+            }
+            Request::Multi(ops) => self.multi(conn, xid, session, &auth, ops),
+            Request::MultiRead(ops) => self.multi_read(conn, xid, &auth, ops),
+            Request::Exists { path, watch } => {
+                if let Err(e) = processor::validate_path(&path, false) {
+                    return self.reply(conn, xid, e, |_| {});
+                }
+                if watch {
+                    self.watches.add_data(&path, conn);
+                }
+                match self.tree.get(&path).map(|n| n.stat()) {
+                    Some(stat) => self.reply(conn, xid, err::OK, |w| stat.write(w)),
+                    None => self.reply(conn, xid, err::NO_NODE, |_| {}),
+                }
+            }
+            Request::GetData { path, watch } => match self.read_data(conn, &auth, &path, watch) {
+                Ok((data, stat)) => self.reply(conn, xid, err::OK, |w| {
+                    w.buffer(&data);
+                    stat.write(w);
+                }),
+                Err(e) => self.reply(conn, xid, e, |_| {}),
+            },
+            Request::GetChildren {
+                path,
+                watch,
+                with_stat,
+            } => match self.read_children(conn, &auth, &path, watch) {
+                Ok((children, stat)) => self.reply(conn, xid, err::OK, |w| {
+                    w.strings(&children);
+                    if with_stat {
+                        stat.write(w);
+                    }
+                }),
+                Err(e) => self.reply(conn, xid, e, |_| {}),
+            },
+            Request::GetAcl { path } => match self.tree.get(&path) {
+                None => self.reply(conn, xid, err::NO_NODE, |_| {}),
+                Some(n) if !crate::auth::allowed(&n.acl, &auth, perms::READ | perms::ADMIN) => {
+                    self.reply(conn, xid, err::NO_AUTH, |_| {})
+                }
+                Some(n) => {
+                    let (acl, stat) = (n.acl.clone(), n.stat());
+                    self.reply(conn, xid, err::OK, |w| {
+                        Acl::write_list(&acl, w);
+                        stat.write(w);
+                    })
+                }
+            },
+            Request::GetAllChildrenNumber { path } => match self.tree.get(&path) {
+                None => self.reply(conn, xid, err::NO_NODE, |_| {}),
+                Some(n) if !crate::auth::allowed(&n.acl, &auth, perms::READ) => {
+                    self.reply(conn, xid, err::NO_AUTH, |_| {})
+                }
+                Some(_) => {
+                    let count = self.tree.descendant_count(&path) as i32;
+                    self.reply(conn, xid, err::OK, |w| {
+                        w.i32(count);
+                    })
+                }
+            },
+            Request::GetEphemerals { prefix } => {
+                let list: Vec<String> = self
+                    .tree
+                    .ephemerals_of(session)
+                    .into_iter()
+                    .filter(|p| p.starts_with(&prefix))
+                    .collect();
+                self.reply(conn, xid, err::OK, |w| {
+                    w.strings(&list);
+                })
+            }
+            Request::Sync { path } => self.reply(conn, xid, err::OK, |w| {
+                w.string(&path);
+            }),
+            Request::AddWatch { path, mode } => {
+                if !(0..=1).contains(&mode) || processor::validate_path(&path, false).is_err() {
+                    return self.reply(conn, xid, err::BAD_ARGUMENTS, |_| {});
+                }
+                self.watches.add_persistent(&path, conn, mode == 1);
+                self.reply(conn, xid, err::OK, |_| {});
+            }
+            Request::RemoveWatches { path, kind, remove } => {
+                let Some((d, c)) = remove_mask(kind) else {
+                    return self.reply(conn, xid, err::BAD_ARGUMENTS, |_| {});
+                };
+                let found = self.watches.remove(&path, conn, d, c, remove);
+                self.reply(
+                    conn,
+                    xid,
+                    if found { err::OK } else { err::NO_WATCHER },
+                    |_| {},
+                );
+            }
+            Request::WhoAmI => self.reply(conn, xid, err::OK, |w| {
+                w.i32(auth.len() as i32);
+                for a in &auth {
+                    w.string(&a.scheme).string(&a.id);
+                }
+            }),
+            Request::Unknown(_) => self.reply(conn, xid, err::UNIMPLEMENTED, |_| {}),
+        }
+        let lat = at.elapsed().as_millis() as u64;
+        self.stats.latency.record(lat);
+        let zxid = self.tree.last_zxid;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.last_zxid = zxid;
+        }
+    }
+
+    fn write_simple(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        session: i64,
+        prepped: Result<TxnBody, i32>,
+        body: impl FnOnce(&DataTree, &mut Writer),
+    ) {
+        match prepped {
+            Err(e) => self.reply(conn, xid, e, |_| {}),
+            Ok(txn) => {
+                self.commit(session, txn);
+                let mut w = Writer::new();
+                body(&self.tree, &mut w);
+                self.reply(conn, xid, err::OK, |out| out.buf.extend_from_slice(&w.buf));
+            }
+        }
+    }
+
+    fn read_data(
+        &mut self,
+        conn: ConnId,
+        auth: &[AuthId],
+        path: &str,
+        watch: bool,
+    ) -> Result<(Vec<u8>, proto::Stat), i32> {
+        processor::validate_path(path, false)?;
+        let node = self.tree.get(path).ok_or(err::NO_NODE)?;
+        if !crate::auth::allowed(&node.acl, auth, perms::READ) {
+            return Err(err::NO_AUTH);
+        }
+        let r = (node.data.clone(), node.stat());
+        if watch {
+            self.watches.add_data(path, conn);
+        }
+        Ok(r)
+    }
+
+    fn read_children(
+        &mut self,
+        conn: ConnId,
+        auth: &[AuthId],
+        path: &str,
+        watch: bool,
+    ) -> Result<(Vec<String>, proto::Stat), i32> {
+        processor::validate_path(path, false)?;
+        let node = self.tree.get(path).ok_or(err::NO_NODE)?;
+        if !crate::auth::allowed(&node.acl, auth, perms::READ) {
+            return Err(err::NO_AUTH);
+        }
+        let r = (node.children.iter().cloned().collect(), node.stat());
+        if watch {
+            self.watches.add_child(path, conn);
+        }
+        Ok(r)
+    }
+
+    fn multi(&mut self, conn: ConnId, xid: i32, session: i64, auth: &[AuthId], ops: Vec<MultiOp>) {
+        let caller = Caller { session, auth };
+        let zxid = self.tree.last_zxid + 1;
+        let time = now_ms();
+        let mut undos = Vec::new();
+        let mut bodies = Vec::new();
+        let mut changes = Vec::new();
+        let mut results = Writer::new();
+        let mut failure = None;
+        for (i, m) in ops.iter().enumerate() {
+            match processor::prep_multi_op(&self.tree, m, &caller) {
+                Err(e) => {
+                    failure = Some((i, e));
+                    break;
+                }
+                Ok(None) => {
+                    results.i32(op::CHECK).bool(false).i32(0);
+                }
+                Ok(Some(body)) => {
+                    undos.push(self.tree.apply_body(zxid, time, &body, &mut changes));
+                    match (m, &body) {
+                        (MultiOp::Create(c), TxnBody::Create { path, .. }) => {
+                            if c.opcode == op::CREATE {
+                                results.i32(op::CREATE).bool(false).i32(0).string(path);
+                            } else {
+                                results.i32(op::CREATE2).bool(false).i32(0).string(path);
+                                self.tree.get(path).unwrap().stat().write(&mut results);
+                            }
+                        }
+                        (MultiOp::SetData { path, .. }, _) => {
+                            results.i32(op::SET_DATA).bool(false).i32(0);
+                            self.tree.get(path).unwrap().stat().write(&mut results);
+                        }
+                        _ => {
+                            results.i32(op::DELETE).bool(false).i32(0);
+                        }
+                    }
+                    bodies.push(body);
+                }
+            }
+        }
+        if let Some((failed, e)) = failure {
+            for u in undos.into_iter().rev() {
+                self.tree.revert(u);
+            }
+            self.reply(conn, xid, err::OK, |w| {
+                for i in 0..ops.len() {
+                    let code = match i.cmp(&failed) {
+                        std::cmp::Ordering::Less => err::OK,
+                        std::cmp::Ordering::Equal => e,
+                        std::cmp::Ordering::Greater => err::RUNTIME_INCONSISTENCY,
+                    };
+                    w.i32(op::ERROR).bool(false).i32(code).i32(code);
+                }
+                w.i32(-1).bool(true).i32(-1);
+            });
+            return;
+        }
+        if !bodies.is_empty() {
+            let txn = Txn {
+                zxid,
+                time,
+                session,
+                body: TxnBody::Multi(bodies),
+            };
+            self.tree.last_zxid = zxid;
+            self.log.append(&txn);
+            self.since_snapshot += 1;
+            self.fire(zxid, &changes);
+        }
+        results.i32(-1).bool(true).i32(-1);
+        self.reply(conn, xid, err::OK, |w| {
+            w.buf.extend_from_slice(&results.buf)
+        });
+    }
+
+    fn multi_read(&mut self, conn: ConnId, xid: i32, auth: &[AuthId], ops: Vec<ReadOp>) {
+        let mut w = Writer::new();
+        for r in ops {
+            match r {
+                ReadOp::GetData { path, watch } => match self.read_data(conn, auth, &path, watch) {
+                    Ok((data, stat)) => {
+                        w.i32(op::GET_DATA).bool(false).i32(0).buffer(&data);
+                        stat.write(&mut w);
+                    }
+                    Err(e) => {
+                        w.i32(op::ERROR).bool(false).i32(e).i32(e);
+                    }
+                },
+                ReadOp::GetChildren { path, watch } => {
+                    match self.read_children(conn, auth, &path, watch) {
+                        Ok((children, _)) => {
+                            w.i32(op::GET_CHILDREN)
+                                .bool(false)
+                                .i32(0)
+                                .strings(&children);
+                        }
+                        Err(e) => {
+                            w.i32(op::ERROR).bool(false).i32(e).i32(e);
+                        }
+                    }
+                }
+            }
+        }
+        w.i32(-1).bool(true).i32(-1);
+        self.reply(conn, xid, err::OK, |out| out.buf.extend_from_slice(&w.buf));
+    }
+
+    /// Re-registers a reconnecting client's watches, first firing those whose
+    /// condition already changed after `relative_zxid`.
+    fn set_watches(&mut self, conn: ConnId, xid: i32, sw: SetWatches) {
+        let rel = sw.relative_zxid;
+        let zxid = self.tree.last_zxid;
+        let mut events = Vec::new();
+        for p in &sw.data {
+            match self.tree.get(p).map(|n| n.stat()) {
+                None => events.push((event::NODE_DELETED, p)),
+                Some(s) if s.mzxid > rel => events.push((event::NODE_DATA_CHANGED, p)),
+                Some(_) => self.watches.add_data(p, conn),
+            }
+        }
+        for p in &sw.exist {
+            match self.tree.get(p) {
+                Some(_) => events.push((event::NODE_CREATED, p)),
+                None => self.watches.add_data(p, conn),
+            }
+        }
+        for p in &sw.child {
+            match self.tree.get(p).map(|n| n.stat()) {
+                None => events.push((event::NODE_DELETED, p)),
+                Some(s) if s.pzxid > rel => events.push((event::NODE_CHILDREN_CHANGED, p)),
+                Some(_) => self.watches.add_child(p, conn),
+            }
+        }
+        for p in &sw.persistent {
+            self.watches.add_persistent(p, conn, false);
+        }
+        for p in &sw.recursive {
+            self.watches.add_persistent(p, conn, true);
+        }
+        for (kind, path) in events {
+            self.send(conn, Out::Frame(proto::event_frame(zxid, kind, path)));
+        }
+        self.reply(conn, xid, err::OK, |_| {});
+    }
+
+    // ---- read-only views for the four-letter words ----
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The data tree.
+    pub fn tree(&self) -> &DataTree {
+        &self.tree
+    }
+
+    /// The watches.
+    pub fn watches(&self) -> &WatchManager {
+        &self.watches
+    }
+
+    /// The statistics.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Time since start.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Open connections.
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Live sessions.
+    pub fn session_count(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Responses waiting for the log.
+    pub fn outstanding(&self) -> usize {
+        self.held.len()
+    }
+
+    /// One line per connection in ZooKeeper's `cons` format.
+    pub fn connection_lines(&self, detailed: bool) -> Vec<String> {
+        let mut ids: Vec<_> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .map(|id| {
+                let c = &self.conns[&id];
+                let base = format!(" /{}[1](queued=0,recved={},sent={}", c.addr, c.received, c.sent);
+                if !detailed {
+                    return format!("{base})");
+                }
+                let est = c.established.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+                let to = self.live.get(&c.session).map_or(0, |l| l.timeout);
+                format!(
+                    "{base},sid={:#x},lop={},est={est},to={to},lcxid={:#x},lzxid={:#x},lresp=0,llat=0,minlat=0,avglat=0,maxlat=0)",
+                    c.session, c.last_op, c.last_cxid, c.last_zxid
+                )
+            })
+            .collect()
+    }
+
+    /// `(session, watched paths)` per watching connection, for `wchc`-style output.
+    pub fn watch_lines(&self) -> Vec<(i64, Vec<String>)> {
+        let mut ids: Vec<_> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .map(|id| (self.conns[&id].session, self.watches.paths_of(id)))
+            .filter(|(_, p)| !p.is_empty())
+            .collect()
+    }
+}

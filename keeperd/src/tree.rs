@@ -1,0 +1,728 @@
+//! The data tree: the deterministic state machine. It applies transactions in
+//! zxid order and reports the changes each one made, from which watches fire.
+//! It also holds the durable part of sessions (id, timeout, password) and
+//! encodes/decodes itself as a snapshot image.
+
+use crate::jute::{DecodeError, DecodeResult, Reader, Writer};
+use crate::proto::{Acl, Stat};
+use crate::txn::{Txn, TxnBody};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+/// ephemeralOwner marking a container node.
+pub const CONTAINER_OWNER: i64 = i64::MIN;
+/// High byte of ephemeralOwner marking a TTL node (low bits hold the TTL).
+pub const TTL_MARK: i64 = 0xFF00_0000_0000_0000u64 as i64;
+/// Largest TTL that fits beside the mark.
+pub const MAX_TTL: i64 = 0x00FF_FFFF_FFFF;
+
+/// The kind of node an ephemeralOwner value denotes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerKind {
+    /// Ordinary persistent node.
+    Persistent,
+    /// Ephemeral node owned by a session.
+    Ephemeral(i64),
+    /// Container node.
+    Container,
+    /// TTL node with its TTL in ms.
+    Ttl(i64),
+}
+
+/// Classifies an ephemeralOwner value as ZooKeeper's EphemeralType does.
+pub fn owner_kind(owner: i64) -> OwnerKind {
+    if owner == 0 {
+        OwnerKind::Persistent
+    } else if owner == CONTAINER_OWNER {
+        OwnerKind::Container
+    } else if owner & TTL_MARK == TTL_MARK {
+        OwnerKind::Ttl(owner & MAX_TTL)
+    } else {
+        OwnerKind::Ephemeral(owner)
+    }
+}
+
+/// One znode.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Data.
+    pub data: Vec<u8>,
+    /// ACL, shared between nodes with equal ACLs.
+    pub acl: Arc<[Acl]>,
+    /// Stat; data_length and num_children are filled in by [`Node::stat`].
+    stat: Stat,
+    /// Names of the children.
+    pub children: BTreeSet<String>,
+    /// Children created so far: the next sequential child's suffix. Unlike
+    /// cversion it does not count deletes (as in ZooKeeper: create, delete,
+    /// create -s gives suffix 1 with cversion 3).
+    pub seq: i32,
+}
+
+impl Node {
+    /// The node's full stat.
+    pub fn stat(&self) -> Stat {
+        Stat {
+            data_length: self.data.len() as i32,
+            num_children: self.children.len() as i32,
+            ..self.stat
+        }
+    }
+}
+
+/// A session as the log knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// Negotiated timeout, ms.
+    pub timeout: i32,
+    /// Password the client must present to resume.
+    pub password: Vec<u8>,
+}
+
+/// A change a transaction made, for firing watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Node created.
+    Created(String),
+    /// Node deleted.
+    Deleted(String),
+    /// Node data changed.
+    DataChanged(String),
+    /// Children of this node changed.
+    ChildrenChanged(String),
+}
+
+/// How to revert one applied sub-transaction (multi rollback).
+#[derive(Debug)]
+pub enum Undo {
+    /// Nothing to revert.
+    Nothing,
+    /// Remove the created node and restore its parent's stat.
+    Created {
+        path: String,
+        parent_stat: Stat,
+        parent_seq: i32,
+    },
+    /// Put the deleted node back and restore its parent's stat.
+    Deleted {
+        path: String,
+        node: Node,
+        parent_stat: Stat,
+    },
+    /// Restore data and stat.
+    DataSet {
+        path: String,
+        data: Vec<u8>,
+        stat: Stat,
+    },
+    /// Restore ACL and stat.
+    AclSet {
+        path: String,
+        acl: Arc<[Acl]>,
+        stat: Stat,
+    },
+}
+
+/// The znodes, the session records and the last applied zxid.
+pub struct DataTree {
+    nodes: HashMap<String, Node>,
+    ephemerals: HashMap<i64, BTreeSet<String>>,
+    /// Container and TTL nodes, checked by the reaper.
+    pub reapable: HashSet<String>,
+    /// Open sessions.
+    pub sessions: HashMap<i64, SessionRecord>,
+    /// Zxid of the last applied transaction.
+    pub last_zxid: i64,
+    data_size: u64,
+    acl_cache: HashMap<Vec<Acl>, Arc<[Acl]>>,
+}
+
+/// The parent path of `path` ("/" for top-level nodes).
+pub fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+fn child_name(path: &str) -> &str {
+    &path[path.rfind('/').map_or(0, |i| i + 1)..]
+}
+
+impl Default for DataTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DataTree {
+    /// A tree holding only "/" and ZooKeeper's system nodes.
+    pub fn new() -> Self {
+        let mut t = DataTree {
+            nodes: HashMap::new(),
+            ephemerals: HashMap::new(),
+            reapable: HashSet::new(),
+            sessions: HashMap::new(),
+            last_zxid: 0,
+            data_size: 0,
+            acl_cache: HashMap::new(),
+        };
+        let acl = t.intern_acl(vec![Acl::open()]);
+        t.nodes.insert(
+            "/".into(),
+            Node {
+                data: vec![],
+                acl: acl.clone(),
+                stat: Stat::default(),
+                children: BTreeSet::new(),
+                seq: 0,
+            },
+        );
+        for path in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
+            t.insert_node(
+                path,
+                Node {
+                    data: vec![],
+                    acl: acl.clone(),
+                    stat: Stat::default(),
+                    children: BTreeSet::new(),
+                    seq: 0,
+                },
+            );
+        }
+        t
+    }
+
+    fn intern_acl(&mut self, acl: Vec<Acl>) -> Arc<[Acl]> {
+        if let Some(a) = self.acl_cache.get(&acl) {
+            return a.clone();
+        }
+        let a: Arc<[Acl]> = acl.clone().into();
+        self.acl_cache.insert(acl, a.clone());
+        a
+    }
+
+    fn insert_node(&mut self, path: &str, node: Node) {
+        if let Some(parent) = self.nodes.get_mut(parent_of(path)) {
+            parent.children.insert(child_name(path).to_string());
+        }
+        if let OwnerKind::Ephemeral(s) = owner_kind(node.stat.ephemeral_owner) {
+            self.ephemerals
+                .entry(s)
+                .or_default()
+                .insert(path.to_string());
+        } else if node.stat.ephemeral_owner != 0 {
+            self.reapable.insert(path.to_string());
+        }
+        self.data_size += (path.len() + node.data.len()) as u64;
+        self.nodes.insert(path.to_string(), node);
+    }
+
+    fn remove_node(&mut self, path: &str) -> Option<Node> {
+        let node = self.nodes.remove(path)?;
+        if let Some(parent) = self.nodes.get_mut(parent_of(path)) {
+            parent.children.remove(child_name(path));
+        }
+        if let OwnerKind::Ephemeral(s) = owner_kind(node.stat.ephemeral_owner) {
+            if let Some(set) = self.ephemerals.get_mut(&s) {
+                set.remove(path);
+                if set.is_empty() {
+                    self.ephemerals.remove(&s);
+                }
+            }
+        }
+        self.reapable.remove(path);
+        self.data_size -= (path.len() + node.data.len()) as u64;
+        Some(node)
+    }
+
+    /// The node at `path`.
+    pub fn get(&self, path: &str) -> Option<&Node> {
+        self.nodes.get(path)
+    }
+
+    /// Number of znodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Approximate bytes of paths and data.
+    pub fn data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    /// Number of ephemeral nodes.
+    pub fn ephemeral_count(&self) -> usize {
+        self.ephemerals.values().map(|s| s.len()).sum()
+    }
+
+    /// Ephemeral paths owned by `session`.
+    pub fn ephemerals_of(&self, session: i64) -> Vec<String> {
+        self.ephemerals
+            .get(&session)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Number of descendants of `path` (not counting itself).
+    pub fn descendant_count(&self, path: &str) -> usize {
+        let Some(node) = self.nodes.get(path) else {
+            return 0;
+        };
+        node.children
+            .iter()
+            .map(|c| 1 + self.descendant_count(&join(path, c)))
+            .sum()
+    }
+
+    /// Applies a whole transaction, appending the changes it made.
+    pub fn apply(&mut self, txn: &Txn, changes: &mut Vec<Change>) {
+        match &txn.body {
+            TxnBody::CreateSession { timeout, password } => {
+                self.sessions.insert(
+                    txn.session,
+                    SessionRecord {
+                        timeout: *timeout,
+                        password: password.clone(),
+                    },
+                );
+            }
+            TxnBody::CloseSession => {
+                for path in self.ephemerals_of(txn.session) {
+                    self.apply_body(txn.zxid, txn.time, &TxnBody::Delete { path }, changes);
+                }
+                self.sessions.remove(&txn.session);
+            }
+            TxnBody::Multi(subs) => {
+                for s in subs {
+                    self.apply_body(txn.zxid, txn.time, s, changes);
+                }
+            }
+            body => {
+                self.apply_body(txn.zxid, txn.time, body, changes);
+            }
+        }
+        self.last_zxid = txn.zxid;
+    }
+
+    /// Applies one node-level change and returns how to revert it.
+    pub fn apply_body(
+        &mut self,
+        zxid: i64,
+        time: i64,
+        body: &TxnBody,
+        changes: &mut Vec<Change>,
+    ) -> Undo {
+        match body {
+            TxnBody::Create {
+                path,
+                data,
+                acl,
+                ephemeral_owner,
+            } => {
+                let parent_path = parent_of(path).to_string();
+                let Some(parent) = self.nodes.get_mut(&parent_path) else {
+                    return Undo::Nothing;
+                };
+                let (parent_stat, parent_seq) = (parent.stat, parent.seq);
+                parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
+                parent.stat.pzxid = zxid;
+                parent.seq = parent.seq.wrapping_add(1);
+                let stat = Stat {
+                    czxid: zxid,
+                    mzxid: zxid,
+                    ctime: time,
+                    mtime: time,
+                    pzxid: zxid,
+                    ephemeral_owner: *ephemeral_owner,
+                    ..Stat::default()
+                };
+                let acl = self.intern_acl(acl.clone());
+                self.insert_node(
+                    path,
+                    Node {
+                        data: data.clone(),
+                        acl,
+                        stat,
+                        children: BTreeSet::new(),
+                        seq: 0,
+                    },
+                );
+                changes.push(Change::Created(path.clone()));
+                changes.push(Change::ChildrenChanged(parent_path));
+                Undo::Created {
+                    path: path.clone(),
+                    parent_stat,
+                    parent_seq,
+                }
+            }
+            TxnBody::Delete { path } => {
+                let parent_path = parent_of(path).to_string();
+                let Some(node) = self.remove_node(path) else {
+                    return Undo::Nothing;
+                };
+                let mut parent_stat = Stat::default();
+                if let Some(parent) = self.nodes.get_mut(&parent_path) {
+                    parent_stat = parent.stat;
+                    parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
+                    parent.stat.pzxid = zxid;
+                }
+                changes.push(Change::Deleted(path.clone()));
+                changes.push(Change::ChildrenChanged(parent_path));
+                Undo::Deleted {
+                    path: path.clone(),
+                    node,
+                    parent_stat,
+                }
+            }
+            TxnBody::SetData {
+                path,
+                data,
+                version,
+            } => {
+                let Some(node) = self.nodes.get_mut(path) else {
+                    return Undo::Nothing;
+                };
+                let undo = Undo::DataSet {
+                    path: path.clone(),
+                    data: std::mem::replace(&mut node.data, data.clone()),
+                    stat: node.stat,
+                };
+                node.stat.version = *version;
+                node.stat.mzxid = zxid;
+                node.stat.mtime = time;
+                if let Undo::DataSet { data: old, .. } = &undo {
+                    self.data_size = self.data_size + data.len() as u64 - old.len() as u64;
+                }
+                changes.push(Change::DataChanged(path.clone()));
+                undo
+            }
+            TxnBody::SetAcl { path, acl, version } => {
+                let acl = self.intern_acl(acl.clone());
+                let Some(node) = self.nodes.get_mut(path) else {
+                    return Undo::Nothing;
+                };
+                let undo = Undo::AclSet {
+                    path: path.clone(),
+                    acl: std::mem::replace(&mut node.acl, acl),
+                    stat: node.stat,
+                };
+                node.stat.aversion = *version;
+                undo
+            }
+            TxnBody::CreateSession { .. } | TxnBody::CloseSession | TxnBody::Multi(_) => {
+                Undo::Nothing
+            }
+        }
+    }
+
+    /// Reverts one sub-transaction applied by [`DataTree::apply_body`].
+    pub fn revert(&mut self, undo: Undo) {
+        match undo {
+            Undo::Nothing => {}
+            Undo::Created {
+                path,
+                parent_stat,
+                parent_seq,
+            } => {
+                self.remove_node(&path);
+                if let Some(p) = self.nodes.get_mut(parent_of(&path)) {
+                    p.stat = parent_stat;
+                    p.seq = parent_seq;
+                }
+            }
+            Undo::Deleted {
+                path,
+                node,
+                parent_stat,
+            } => {
+                self.insert_node(&path, node);
+                if let Some(p) = self.nodes.get_mut(parent_of(&path)) {
+                    p.stat = parent_stat;
+                }
+            }
+            Undo::DataSet { path, data, stat } => {
+                if let Some(n) = self.nodes.get_mut(&path) {
+                    self.data_size = self.data_size + data.len() as u64 - n.data.len() as u64;
+                    n.data = data;
+                    n.stat = stat;
+                }
+            }
+            Undo::AclSet { path, acl, stat } => {
+                if let Some(n) = self.nodes.get_mut(&path) {
+                    n.acl = acl;
+                    n.stat = stat;
+                }
+            }
+        }
+    }
+
+    /// Encodes the whole tree and session table as a snapshot image.
+    pub fn encode_snapshot(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.i64(self.last_zxid);
+        let mut sessions: Vec<_> = self.sessions.iter().collect();
+        sessions.sort_by_key(|(id, _)| **id);
+        w.i32(sessions.len() as i32);
+        for (id, s) in sessions {
+            w.i64(*id).i32(s.timeout).buffer(&s.password);
+        }
+        w.i64(self.nodes.len() as i64);
+        let mut stack = vec!["/".to_string()];
+        while let Some(path) = stack.pop() {
+            let node = &self.nodes[&path];
+            w.string(&path).buffer(&node.data);
+            Acl::write_list(&node.acl, &mut w);
+            node.stat.write(&mut w);
+            w.i32(node.seq);
+            for c in node.children.iter().rev() {
+                stack.push(join(&path, c));
+            }
+        }
+        w.buf
+    }
+
+    /// Decodes a snapshot image made by [`DataTree::encode_snapshot`].
+    pub fn decode_snapshot(bytes: &[u8]) -> DecodeResult<DataTree> {
+        let mut r = Reader::new(bytes);
+        let mut t = DataTree {
+            nodes: HashMap::new(),
+            ..DataTree::new()
+        };
+        t.data_size = 0;
+        t.ephemerals.clear();
+        t.reapable.clear();
+        t.last_zxid = r.i64()?;
+        let sessions = r.i32()?;
+        for _ in 0..sessions.max(0) {
+            let id = r.i64()?;
+            t.sessions.insert(
+                id,
+                SessionRecord {
+                    timeout: r.i32()?,
+                    password: r.buffer()?,
+                },
+            );
+        }
+        let count = r.i64()?;
+        for i in 0..count.max(0) {
+            let path = r.string()?;
+            let data = r.buffer()?;
+            let acl = r.vec(Acl::read)?;
+            let stat = Stat::read(&mut r)?;
+            let seq = r.i32()?;
+            let acl = t.intern_acl(acl);
+            if i == 0 {
+                if path != "/" {
+                    return Err(DecodeError("snapshot does not start at the root"));
+                }
+            } else if !t.nodes.contains_key(parent_of(&path)) {
+                return Err(DecodeError("snapshot node before its parent"));
+            }
+            t.insert_node(
+                &path,
+                Node {
+                    data,
+                    acl,
+                    stat,
+                    children: BTreeSet::new(),
+                    seq,
+                },
+            );
+        }
+        if r.remaining() != 0 || !t.nodes.contains_key("/") {
+            return Err(DecodeError("snapshot has trailing bytes or no root"));
+        }
+        Ok(t)
+    }
+}
+
+/// `parent` + "/" + `child`.
+pub fn join(parent: &str, child: &str) -> String {
+    if parent == "/" {
+        format!("/{child}")
+    } else {
+        format!("{parent}/{child}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(path: &str, owner: i64) -> TxnBody {
+        TxnBody::Create {
+            path: path.into(),
+            data: b"d".to_vec(),
+            acl: vec![Acl::open()],
+            ephemeral_owner: owner,
+        }
+    }
+
+    #[test]
+    fn apply_updates_stats_and_reports_changes() {
+        let mut t = DataTree::new();
+        let mut ch = Vec::new();
+        t.apply(
+            &Txn {
+                zxid: 1,
+                time: 10,
+                session: 5,
+                body: create("/a", 0),
+            },
+            &mut ch,
+        );
+        t.apply(
+            &Txn {
+                zxid: 2,
+                time: 11,
+                session: 5,
+                body: create("/a/e", 5),
+            },
+            &mut ch,
+        );
+        t.apply(
+            &Txn {
+                zxid: 3,
+                time: 12,
+                session: 5,
+                body: TxnBody::SetData {
+                    path: "/a".into(),
+                    data: b"xy".to_vec(),
+                    version: 1,
+                },
+            },
+            &mut ch,
+        );
+        let a = t.get("/a").unwrap().stat();
+        assert_eq!(
+            (
+                a.czxid,
+                a.mzxid,
+                a.pzxid,
+                a.version,
+                a.cversion,
+                a.num_children,
+                a.data_length
+            ),
+            (1, 3, 2, 1, 1, 1, 2)
+        );
+        assert_eq!(t.ephemerals_of(5), vec!["/a/e".to_string()]);
+        ch.clear();
+        t.apply(
+            &Txn {
+                zxid: 4,
+                time: 13,
+                session: 5,
+                body: TxnBody::CloseSession,
+            },
+            &mut ch,
+        );
+        assert!(t.get("/a/e").is_none());
+        assert_eq!(
+            ch,
+            vec![
+                Change::Deleted("/a/e".into()),
+                Change::ChildrenChanged("/a".into())
+            ]
+        );
+        let a = t.get("/a").unwrap();
+        assert_eq!(
+            (a.stat().pzxid, a.stat().cversion, a.seq),
+            (4, 2, 1),
+            "deletes count in cversion, not in seq"
+        );
+        assert_eq!(t.descendant_count("/"), 4);
+    }
+
+    #[test]
+    fn revert_restores_the_tree() {
+        let mut t = DataTree::new();
+        let mut ch = Vec::new();
+        t.apply(
+            &Txn {
+                zxid: 1,
+                time: 10,
+                session: 5,
+                body: create("/a", 0),
+            },
+            &mut ch,
+        );
+        let before = t.encode_snapshot();
+        let u1 = t.apply_body(2, 20, &create("/a/b", 0), &mut ch);
+        let u2 = t.apply_body(
+            2,
+            20,
+            &TxnBody::SetData {
+                path: "/a".into(),
+                data: vec![],
+                version: 1,
+            },
+            &mut ch,
+        );
+        let u3 = t.apply_body(
+            2,
+            20,
+            &TxnBody::Delete {
+                path: "/a/b".into(),
+            },
+            &mut ch,
+        );
+        for u in [u3, u2, u1] {
+            t.revert(u);
+        }
+        assert_eq!(t.encode_snapshot(), before);
+    }
+
+    #[test]
+    fn snapshot_round_trips() {
+        let mut t = DataTree::new();
+        let mut ch = Vec::new();
+        t.apply(
+            &Txn {
+                zxid: 1,
+                time: 1,
+                session: 9,
+                body: TxnBody::CreateSession {
+                    timeout: 3000,
+                    password: vec![7; 16],
+                },
+            },
+            &mut ch,
+        );
+        t.apply(
+            &Txn {
+                zxid: 2,
+                time: 2,
+                session: 9,
+                body: create("/x", 9),
+            },
+            &mut ch,
+        );
+        t.apply(
+            &Txn {
+                zxid: 3,
+                time: 3,
+                session: 9,
+                body: create("/c", CONTAINER_OWNER),
+            },
+            &mut ch,
+        );
+        let img = t.encode_snapshot();
+        let u = DataTree::decode_snapshot(&img).unwrap();
+        assert_eq!(u.encode_snapshot(), img);
+        assert_eq!(u.last_zxid, 3);
+        assert_eq!(u.ephemerals_of(9), vec!["/x".to_string()]);
+        assert!(u.reapable.contains("/c"));
+        assert_eq!(u.sessions[&9].timeout, 3000);
+        assert!(DataTree::decode_snapshot(&img[..img.len() - 3]).is_err());
+    }
+
+    #[test]
+    fn owner_kinds() {
+        assert_eq!(owner_kind(0), OwnerKind::Persistent);
+        assert_eq!(owner_kind(CONTAINER_OWNER), OwnerKind::Container);
+        assert_eq!(owner_kind(TTL_MARK | 500), OwnerKind::Ttl(500));
+        assert_eq!(owner_kind(0x0123), OwnerKind::Ephemeral(0x0123));
+    }
+}

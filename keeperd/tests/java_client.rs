@@ -1,0 +1,59 @@
+//! ZooKeeper's own Java client and its lock recipe (org.apache.zookeeper.recipes.lock.WriteLock,
+//! from Debian's zookeeper package) against keeperd. Compiles tests/java/LockCheck.java with javac.
+
+mod common;
+
+use common::Server;
+use std::path::Path;
+use std::process::Command;
+
+const JARS: &[&str] = &[
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/zookeeper-recipes-lock.jar",
+    "/usr/share/java/slf4j-api.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+
+#[test]
+fn java_write_lock_recipe() {
+    let missing: Vec<_> = JARS.iter().filter(|j| !Path::new(j).exists()).collect();
+    assert!(
+        missing.is_empty(),
+        "missing {missing:?}: apt-get install -y zookeeper"
+    );
+    let server = Server::start("java", "");
+    let classes = server.dir.join("classes");
+    std::fs::create_dir_all(&classes).unwrap();
+    let classpath = JARS.join(":");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/LockCheck.java");
+    let javac = Command::new("javac")
+        .args(["-nowarn", "-cp", &classpath, "-d"])
+        .arg(&classes)
+        .arg(&source)
+        .output()
+        .expect("run javac");
+    assert!(
+        javac.status.success(),
+        "javac failed: {}",
+        String::from_utf8_lossy(&javac.stderr)
+    );
+    let run = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{}:{classpath}", classes.display()))
+        .arg("LockCheck")
+        .arg(server.addr())
+        .output()
+        .expect("run java");
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && out.contains("DONE"),
+        "java lock check failed:\n{out}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("ok ")).count(),
+        10,
+        "{out}"
+    );
+}

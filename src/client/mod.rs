@@ -1,0 +1,14 @@
+//! Clients: one ZooKeeper session per logical process, and the exact classification of how
+//! an operation ended.
+//!
+//! A process is bound to one node (or to the whole ensemble) and owns one session. After an
+//! operation ends `info` its session is dropped and a fresh process, with a new id and a new
+//! session, takes its place, so a process never has two operations open.
+
+mod outcome;
+mod session;
+#[cfg(test)]
+pub mod test_server;
+
+pub use outcome::{classify, OpError};
+pub use session::{ensemble_string, ClientOptions, Connect, NodeEndpoint, ProcessIds, Session};

@@ -1,0 +1,158 @@
+//! How an operation ended: `fail` when it certainly did not take effect, `info` when it may
+//! or may not have.
+
+use std::fmt;
+use std::time::Duration;
+
+use zookeeper_client::Error;
+
+use crate::history::OpType;
+
+/// Why an operation did not complete `ok`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpError {
+    /// The ZooKeeper client returned this error.
+    Zk(Error),
+    /// No answer within the client-side deadline; the request may still be applied.
+    Deadline(Duration),
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpError::Zk(e) => write!(f, "{}", error_name(e)),
+            OpError::Deadline(d) => write!(f, "timeout: no answer within {} ms", d.as_millis()),
+        }
+    }
+}
+
+impl From<Error> for OpError {
+    fn from(e: Error) -> OpError {
+        OpError::Zk(e)
+    }
+}
+
+/// The history outcome of an operation that ended in `err`: [`OpType::Fail`] when the server
+/// (or the client, before sending) refused it so it certainly did not take effect, and
+/// [`OpType::Info`] when it may have taken effect (connection loss, timeout, an expired
+/// session with the request in flight, and anything not known to be a refusal). Reads are
+/// classified the same way; checkers drop reads that end `info`.
+pub fn classify(err: &OpError) -> OpType {
+    let e = match err {
+        OpError::Deadline(_) => return OpType::Info,
+        OpError::Zk(e) => e,
+    };
+    match e {
+        // The server answered with a refusal: the request was not applied.
+        Error::BadVersion
+        | Error::NoNode
+        | Error::NodeExists
+        | Error::NoAuth
+        | Error::NotEmpty
+        | Error::NoChildrenForEphemerals
+        | Error::InvalidAcl
+        | Error::SessionMoved
+        | Error::NotReadOnly
+        | Error::NoWatcher
+        | Error::QuotaExceeded
+        | Error::Throttled
+        | Error::MarshallingError
+        | Error::Unimplemented
+        | Error::ReconfigDisabled
+        // Rejected by the client before anything was sent.
+        | Error::BadArguments(_) => OpType::Fail,
+        // In flight when the connection or session went away, or an answer not understood.
+        Error::ConnectionLoss
+        | Error::Timeout
+        | Error::SessionExpired
+        | Error::ClientClosed
+        | Error::AuthFailed
+        | Error::NoHosts
+        | Error::UnmarshalError { .. }
+        | Error::UnexpectedError(_)
+        | Error::UnexpectedErrorCode(_)
+        | Error::RuntimeInconsistent
+        | Error::Custom(_) => OpType::Info,
+        _ => OpType::Info,
+    }
+}
+
+/// A short, stable name for an error, as written to the history's `error` field.
+fn error_name(e: &Error) -> String {
+    match e {
+        Error::BadVersion => "bad-version".into(),
+        Error::NoNode => "no-node".into(),
+        Error::NodeExists => "node-exists".into(),
+        Error::NoAuth => "no-auth".into(),
+        Error::ConnectionLoss => "connection-loss".into(),
+        Error::SessionExpired => "session-expired".into(),
+        Error::Timeout => "timeout".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zk(e: Error) -> OpType {
+        classify(&OpError::Zk(e))
+    }
+
+    #[test]
+    fn server_refusals_fail() {
+        for e in [
+            Error::BadVersion,
+            Error::NoNode,
+            Error::NodeExists,
+            Error::NoAuth,
+            Error::NotEmpty,
+            Error::NoChildrenForEphemerals,
+            Error::InvalidAcl,
+            Error::SessionMoved,
+            Error::NotReadOnly,
+            Error::QuotaExceeded,
+            Error::Throttled,
+            Error::MarshallingError,
+            Error::Unimplemented,
+            Error::ReconfigDisabled,
+            Error::BadArguments(&"bad path"),
+        ] {
+            assert_eq!(zk(e.clone()), OpType::Fail, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn uncertain_outcomes_are_info() {
+        for e in [
+            Error::ConnectionLoss,
+            Error::Timeout,
+            Error::SessionExpired,
+            Error::ClientClosed,
+            Error::AuthFailed,
+            Error::NoHosts,
+            Error::UnexpectedError("boom".into()),
+            Error::UnexpectedErrorCode(-999),
+            Error::RuntimeInconsistent,
+        ] {
+            assert_eq!(zk(e.clone()), OpType::Info, "{e:?}");
+        }
+        assert_eq!(
+            classify(&OpError::Deadline(Duration::from_secs(5))),
+            OpType::Info
+        );
+    }
+
+    #[test]
+    fn errors_have_stable_names() {
+        assert_eq!(OpError::Zk(Error::BadVersion).to_string(), "bad-version");
+        assert_eq!(
+            OpError::Zk(Error::ConnectionLoss).to_string(),
+            "connection-loss"
+        );
+        assert_eq!(
+            OpError::Deadline(Duration::from_millis(1500)).to_string(),
+            "timeout: no answer within 1500 ms"
+        );
+    }
+}

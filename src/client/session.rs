@@ -1,0 +1,214 @@
+//! One process's ZooKeeper session, bound to one node or to the whole ensemble.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use zookeeper_client::Client;
+
+use super::OpError;
+
+/// A ZooKeeper server a client can connect to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEndpoint {
+    /// The node's name, written to the history's `node` field.
+    pub name: String,
+    /// Host name or address of the node's client port (loopback for local clusters).
+    pub host: String,
+    /// ZooKeeper's client port.
+    pub port: u16,
+}
+
+impl NodeEndpoint {
+    /// `host:port`, as in a ZooKeeper connect string.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// Which servers a process's session may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Connect {
+    /// Each process is bound to one node (process slots are spread over the nodes in turn).
+    #[default]
+    Node,
+    /// Each process gets the whole ensemble as its connect string and may move between nodes.
+    Ensemble,
+}
+
+/// How processes open their sessions and how long an operation may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientOptions {
+    /// Node-bound or ensemble-wide sessions.
+    pub connect: Connect,
+    /// The client-side deadline of one operation (and of opening a session); an operation
+    /// without an answer by then ends `info`.
+    pub op_timeout: Duration,
+    /// The session timeout asked of ZooKeeper.
+    pub session_timeout: Duration,
+}
+
+/// Hands out process ids: increasing from 0, never reused.
+#[derive(Debug, Default)]
+pub struct ProcessIds(AtomicU64);
+
+impl ProcessIds {
+    /// The next unused process id.
+    pub fn next(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// How many ids were handed out.
+    pub fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A logical process: its id and the one ZooKeeper session it owns.
+pub struct Session {
+    /// The process id recorded in the history.
+    pub process: u64,
+    /// The node the session is bound to (`None` for ensemble-wide sessions).
+    pub node: Option<String>,
+    /// The session.
+    pub client: Client,
+}
+
+impl Session {
+    /// Opens a session for a new process in slot `slot`: bound to node `slot % endpoints.len()`
+    /// or to the whole ensemble. Fails if no session is established within the operation
+    /// deadline; no process id is spent then.
+    pub async fn open(
+        ids: &ProcessIds,
+        endpoints: &[NodeEndpoint],
+        slot: usize,
+        options: &ClientOptions,
+    ) -> Result<Session, OpError> {
+        assert!(
+            !endpoints.is_empty(),
+            "a session needs at least one endpoint"
+        );
+        let (node, connect) = match options.connect {
+            Connect::Node => {
+                let endpoint = &endpoints[slot % endpoints.len()];
+                (Some(endpoint.name.clone()), endpoint.address())
+            }
+            Connect::Ensemble => (None, ensemble_string(endpoints)),
+        };
+        let connector = Client::connector()
+            .with_session_timeout(options.session_timeout)
+            .with_fail_eagerly();
+        let client = tokio::time::timeout(options.op_timeout, connector.connect(&connect))
+            .await
+            .map_err(|_| OpError::Deadline(options.op_timeout))??;
+        Ok(Session {
+            process: ids.next(),
+            node,
+            client,
+        })
+    }
+
+    /// Whether the session can no longer serve requests (expired, closed, auth failed).
+    pub fn is_dead(&self) -> bool {
+        self.client.state().is_terminated()
+    }
+}
+
+/// The connect string of the whole ensemble, `host1:port1,host2:port2,...`.
+pub fn ensemble_string(endpoints: &[NodeEndpoint]) -> String {
+    endpoints
+        .iter()
+        .map(NodeEndpoint::address)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(name: &str, port: u16) -> NodeEndpoint {
+        NodeEndpoint {
+            name: name.into(),
+            host: "127.0.0.1".into(),
+            port,
+        }
+    }
+
+    #[test]
+    fn ensemble_string_lists_every_node() {
+        let eps = [endpoint("n1", 2181), endpoint("n2", 2182)];
+        assert_eq!(ensemble_string(&eps), "127.0.0.1:2181,127.0.0.1:2182");
+    }
+
+    #[test]
+    fn process_ids_are_never_reused() {
+        let ids = ProcessIds::default();
+        assert_eq!((ids.next(), ids.next(), ids.next()), (0, 1, 2));
+        assert_eq!(ids.count(), 3);
+    }
+
+    fn options(connect: Connect) -> ClientOptions {
+        ClientOptions {
+            connect,
+            op_timeout: Duration::from_secs(5),
+            session_timeout: Duration::from_secs(4),
+        }
+    }
+
+    #[tokio::test]
+    async fn sessions_bind_to_their_slots_node_or_use_the_ensemble() {
+        let server = crate::client::test_server::ZkServer::start();
+        let ids = ProcessIds::default();
+        // Slots alternate between a node nothing listens on and the live server.
+        let eps = [endpoint("gone", closed_port()), server.endpoint()];
+        let bound = Session::open(&ids, &eps, 3, &options(Connect::Node))
+            .await
+            .unwrap();
+        assert_eq!((bound.process, bound.node.as_deref()), (0, Some("zk")));
+        let dead_node = Session::open(&ids, &eps, 2, &options(Connect::Node)).await;
+        assert!(
+            dead_node.is_err(),
+            "a node-bound session never moves to another node"
+        );
+        let anywhere = Session::open(&ids, &eps, 2, &options(Connect::Ensemble))
+            .await
+            .unwrap();
+        assert_eq!((anywhere.process, anywhere.node.as_deref()), (1, None));
+        assert!(!bound.is_dead() && !anywhere.is_dead());
+        let acl = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        bound.client.create("/x", b"1", &acl).await.unwrap();
+        assert_eq!(anywhere.client.get_data("/x").await.unwrap().0, b"1");
+    }
+
+    #[tokio::test]
+    async fn a_session_that_cannot_open_spends_no_id() {
+        let closed = closed_port();
+        let ids = ProcessIds::default();
+        let eps = [endpoint("gone", closed)];
+        let started = std::time::Instant::now();
+        assert!(Session::open(&ids, &eps, 0, &options(Connect::Node))
+            .await
+            .is_err());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "fails fast on a refused connection"
+        );
+        assert_eq!(ids.count(), 0);
+    }
+
+    /// A loopback port nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    }
+
+    #[test]
+    fn connect_mode_parses_snake_case() {
+        let c: Connect = serde_yaml_ng::from_str("ensemble").unwrap();
+        assert_eq!(c, Connect::Ensemble);
+        assert!(serde_yaml_ng::from_str::<Connect>("everything").is_err());
+    }
+}

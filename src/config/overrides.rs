@@ -1,0 +1,153 @@
+//! Command-line overrides of config fields: `--set path.to.field=value`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use anyhow::{anyhow, bail};
+use serde_yaml_ng::{Mapping, Value};
+
+/// One `--set path.to.field=value` flag. The path is a dot-separated list of mapping keys
+/// (or list indexes); the value is parsed as YAML, so `5`, `true`, `60s`, `[1, 2]` and
+/// `{a: 1}` all mean what they mean in a file, and an empty value means null.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Override {
+    /// The flag's argument as given, for error messages.
+    text: String,
+    /// The keys from the root of the document to the field.
+    path: Vec<String>,
+    /// The new value of the field.
+    value: Value,
+}
+
+impl FromStr for Override {
+    type Err = anyhow::Error;
+
+    fn from_str(text: &str) -> anyhow::Result<Self> {
+        let Some((path, raw)) = text.split_once('=') else {
+            bail!("--set {text}: expected path.to.field=value");
+        };
+        let path: Vec<String> = path.trim().split('.').map(str::to_owned).collect();
+        if path.iter().any(String::is_empty) {
+            bail!("--set {text}: empty field name in `{}`", path.join("."));
+        }
+        let value = serde_yaml_ng::from_str(raw)
+            .map_err(|e| anyhow!("--set {text}: the value is not valid YAML: {e}"))?;
+        Ok(Override {
+            text: text.to_owned(),
+            path,
+            value,
+        })
+    }
+}
+
+impl fmt::Display for Override {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "--set {}", self.text)
+    }
+}
+
+impl Override {
+    /// Writes the value into `doc` at the path, creating missing mappings on the way.
+    pub fn apply(&self, doc: &mut Value) -> anyhow::Result<()> {
+        let mut node = doc;
+        for (depth, key) in self.path.iter().enumerate() {
+            if node.is_null() {
+                *node = Value::Mapping(Mapping::new());
+            }
+            node = match node {
+                Value::Mapping(map) => map.entry(Value::String(key.clone())).or_insert(Value::Null),
+                Value::Sequence(items) => {
+                    let len = items.len();
+                    match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                        Some(item) => item,
+                        None => bail!(
+                            "{self}: `{}` is a list of {len} items, `{key}` is not an index in it",
+                            self.path[..depth].join(".")
+                        ),
+                    }
+                }
+                _ => bail!(
+                    "{self}: `{}` is a single value, not a mapping with a field `{key}`",
+                    self.path[..depth].join(".")
+                ),
+            };
+        }
+        *node = self.value.clone();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(yaml: &str) -> Value {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn sets_nested_fields_and_creates_missing_mappings() {
+        let mut d = doc("rate: 10\nnemesis:\n  interval: 10s\n");
+        "nemesis.interval=5s"
+            .parse::<Override>()
+            .unwrap()
+            .apply(&mut d)
+            .unwrap();
+        "client.timeout=2s"
+            .parse::<Override>()
+            .unwrap()
+            .apply(&mut d)
+            .unwrap();
+        "rate=[1, 2]"
+            .parse::<Override>()
+            .unwrap()
+            .apply(&mut d)
+            .unwrap();
+        assert_eq!(
+            d,
+            doc("rate: [1, 2]\nnemesis:\n  interval: 5s\nclient:\n  timeout: 2s\n")
+        );
+    }
+
+    #[test]
+    fn indexes_into_lists() {
+        let mut d = doc("weights: [1, 2, 3]\n");
+        "weights.1=7"
+            .parse::<Override>()
+            .unwrap()
+            .apply(&mut d)
+            .unwrap();
+        assert_eq!(d, doc("weights: [1, 7, 3]\n"));
+        let err = "weights.3=7"
+            .parse::<Override>()
+            .unwrap()
+            .apply(&mut d)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--set weights.3=7: `weights` is a list of 3 items, `3` is not an index in it"
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_flags() {
+        let err = "rate".parse::<Override>().unwrap_err().to_string();
+        assert_eq!(err, "--set rate: expected path.to.field=value");
+        let err = "a..b=1".parse::<Override>().unwrap_err().to_string();
+        assert_eq!(err, "--set a..b=1: empty field name in `a..b`");
+        let err = "rate=[1".parse::<Override>().unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with("--set rate=[1: the value is not valid YAML"));
+        let mut d = doc("rate: 10\n");
+        let err = "rate.max=1"
+            .parse::<Override>()
+            .unwrap()
+            .apply(&mut d)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--set rate.max=1: `rate` is a single value, not a mapping with a field `max`"
+        );
+    }
+}

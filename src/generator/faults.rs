@@ -1,0 +1,237 @@
+//! The nemesis schedule: faults started and healed in turn during the main phase, each call
+//! recorded as a `start-<kind>` / `stop-<kind>` operation of the `"nemesis"` process, and a
+//! guard that heals every fault when the run ends, however it ends.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::stop::Stop;
+use crate::history::{Meta, OpType, Process, Recorder};
+use crate::nemesis::Nemesis;
+
+/// Attempts at healing one nemesis before its failure is reported.
+const HEAL_ATTEMPTS: u32 = 3;
+/// Pause between healing attempts.
+const HEAL_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy)]
+enum Action {
+    Start,
+    Stop,
+}
+
+/// Calls `action` on `nemesis` and records it as an invoke and an `info` completion holding
+/// the returned value (or the error's text). Returns the error's text if the call failed;
+/// fails only if the history cannot be written.
+async fn call(
+    recorder: &Recorder,
+    nemesis: &dyn Nemesis,
+    action: Action,
+) -> io::Result<Result<(), String>> {
+    let f = match action {
+        Action::Start => format!("start-{}", nemesis.kind()),
+        Action::Stop => format!("stop-{}", nemesis.kind()),
+    };
+    recorder.record(
+        OpType::Invoke,
+        Process::NEMESIS,
+        &f,
+        Value::Null,
+        Meta::default(),
+    )?;
+    let result = match action {
+        Action::Start => nemesis.start().await,
+        Action::Stop => nemesis.stop().await,
+    };
+    match result {
+        Ok(value) => {
+            recorder.record(OpType::Info, Process::NEMESIS, &f, value, Meta::default())?;
+            Ok(Ok(()))
+        }
+        Err(e) => {
+            let error = format!("{e:#}");
+            tracing::warn!("{f} failed: {error}");
+            let meta = Meta {
+                error: Some(error.clone()),
+                ..Meta::default()
+            };
+            recorder.record(OpType::Info, Process::NEMESIS, &f, Value::Null, meta)?;
+            Ok(Err(format!("{f}: {error}")))
+        }
+    }
+}
+
+/// Runs the schedule until `stop` is raised: wait `interval`, start the next nemesis (in
+/// turn), wait `duration`, stop it, and again. A fault still active when `stop` is raised is
+/// left to [`HealGuard::heal`].
+pub async fn schedule(
+    nemeses: &[Arc<dyn Nemesis>],
+    recorder: &Recorder,
+    interval: Duration,
+    duration: Duration,
+    mut stop: Stop,
+) -> io::Result<()> {
+    if nemeses.is_empty() {
+        return Ok(());
+    }
+    for nemesis in nemeses.iter().cycle() {
+        tokio::select! {
+            _ = stop.wait() => return Ok(()),
+            _ = tokio::time::sleep(interval) => {}
+        }
+        // A start that fails may still have done part of its work: the stop below undoes it.
+        let _ = call(recorder, nemesis.as_ref(), Action::Start).await?;
+        tokio::select! {
+            _ = stop.wait() => return Ok(()),
+            _ = tokio::time::sleep(duration) => {}
+        }
+        let _ = call(recorder, nemesis.as_ref(), Action::Stop).await?;
+    }
+    Ok(())
+}
+
+/// Heals every nemesis when the run ends: [`HealGuard::heal`] on every normal path, and on
+/// drop (the run's future dropped, or a panic) a best-effort heal spawned on the runtime.
+pub struct HealGuard {
+    nemeses: Vec<Arc<dyn Nemesis>>,
+    recorder: Arc<Recorder>,
+    armed: bool,
+}
+
+impl HealGuard {
+    /// A guard over `nemeses`, recording its heals in `recorder`.
+    pub fn new(nemeses: Vec<Arc<dyn Nemesis>>, recorder: Arc<Recorder>) -> HealGuard {
+        HealGuard {
+            nemeses,
+            recorder,
+            armed: true,
+        }
+    }
+
+    /// Stops every nemesis (recorded like any stop), retrying a failing one a few times, and
+    /// returns the heals that still failed. A failure to write the history does not stop it
+    /// from healing the rest.
+    pub async fn heal(mut self) -> Vec<String> {
+        self.armed = false;
+        heal_all(&self.nemeses, &self.recorder).await
+    }
+}
+
+async fn heal_all(nemeses: &[Arc<dyn Nemesis>], recorder: &Recorder) -> Vec<String> {
+    let mut failures = Vec::new();
+    for nemesis in nemeses {
+        let mut last = String::new();
+        for attempt in 1..=HEAL_ATTEMPTS {
+            match call(recorder, nemesis.as_ref(), Action::Stop).await {
+                Ok(Ok(())) => {
+                    last.clear();
+                    break;
+                }
+                Ok(Err(e)) => last = e,
+                Err(e) => {
+                    // The history cannot be written; heal without recording.
+                    last = match nemesis.stop().await {
+                        Ok(_) => format!("stop-{}: healed but not recorded: {e}", nemesis.kind()),
+                        Err(stop_err) => format!("stop-{}: {stop_err:#}", nemesis.kind()),
+                    };
+                    break;
+                }
+            }
+            if attempt < HEAL_ATTEMPTS {
+                tokio::time::sleep(HEAL_RETRY_DELAY).await;
+            }
+        }
+        if !last.is_empty() {
+            tracing::error!("could not heal: {last}");
+            failures.push(last);
+        }
+    }
+    failures
+}
+
+impl Drop for HealGuard {
+    fn drop(&mut self) {
+        if !self.armed || self.nemeses.is_empty() {
+            return;
+        }
+        let nemeses = std::mem::take(&mut self.nemeses);
+        let recorder = self.recorder.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                tracing::warn!("run ended abruptly: healing every nemesis");
+                runtime.spawn(async move { heal_all(&nemeses, &recorder).await });
+            }
+            Err(_) => tracing::error!(
+                "run ended outside a runtime: faults may be left; run `stampede heal`"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::nemesis::BoxFuture;
+
+    /// A nemesis whose `stop` fails its first `failing_stops` calls.
+    struct FlakyHeal {
+        failing_stops: u32,
+        stops: AtomicU32,
+    }
+
+    impl Nemesis for FlakyHeal {
+        fn kind(&self) -> &str {
+            "pause"
+        }
+        fn start(&self) -> BoxFuture<'_, anyhow::Result<Value>> {
+            Box::pin(async { Ok(json!("paused")) })
+        }
+        fn stop(&self) -> BoxFuture<'_, anyhow::Result<Value>> {
+            Box::pin(async move {
+                let n = self.stops.fetch_add(1, Ordering::SeqCst) + 1;
+                anyhow::ensure!(n > self.failing_stops, "ssh: connection refused");
+                Ok(json!({ "resumed": ["n1"] }))
+            })
+        }
+    }
+
+    fn flaky(failing_stops: u32) -> Arc<FlakyHeal> {
+        Arc::new(FlakyHeal {
+            failing_stops,
+            stops: AtomicU32::new(0),
+        })
+    }
+
+    #[tokio::test]
+    async fn healing_retries_and_reports_what_stays_broken() {
+        let recorder = Arc::new(Recorder::in_memory());
+        let (recovers, broken) = (flaky(1), flaky(u32::MAX));
+        let nemeses: Vec<Arc<dyn Nemesis>> = vec![recovers.clone(), broken.clone()];
+        let failures = HealGuard::new(nemeses, recorder.clone()).heal().await;
+        assert_eq!(failures, ["stop-pause: ssh: connection refused"]);
+        assert_eq!(recovers.stops.load(Ordering::SeqCst), 2);
+        assert_eq!(broken.stops.load(Ordering::SeqCst), HEAL_ATTEMPTS);
+        let ops = recorder.ops();
+        assert_eq!(
+            ops.len() as u32,
+            2 * (2 + HEAL_ATTEMPTS),
+            "each stop is an invoke and an info"
+        );
+        assert!(ops
+            .iter()
+            .all(|o| o.process == Process::NEMESIS && o.f == "stop-pause"));
+        assert_eq!(ops[1].error.as_deref(), Some("ssh: connection refused"));
+        assert_eq!(
+            (ops[3].kind, &ops[3].value),
+            (OpType::Info, &json!({ "resumed": ["n1"] }))
+        );
+        assert!(ops[3].error.is_none());
+    }
+}

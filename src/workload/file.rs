@@ -1,0 +1,96 @@
+//! A workload file, `workloads/<name>.yaml`: which workload runs, its settings, and the
+//! generator's pacing.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::lock::LockConfig;
+use super::{Register, RegisterConfig, Workload};
+use crate::generator::GeneratorConfig;
+
+/// The workloads stampede knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    /// Versioned registers over independent keys.
+    Register,
+    /// A lock recipe's contenders (the `lock` section), run by `workload::lock::driver`.
+    Lock,
+}
+
+/// The contents of a workload file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadFile {
+    /// Which workload runs.
+    pub workload: WorkloadKind,
+    /// Settings of the register workload.
+    #[serde(default)]
+    pub register: RegisterConfig,
+    /// Settings of the lock workloads.
+    #[serde(default)]
+    pub lock: LockConfig,
+    /// Rate, concurrency, time limit and nemesis schedule.
+    #[serde(default)]
+    pub generator: GeneratorConfig,
+}
+
+impl WorkloadFile {
+    /// Checks every value; the error names the field and what is wrong with it.
+    pub fn validate(&self) -> Result<(), String> {
+        match self.workload {
+            WorkloadKind::Register => self.register.validate()?,
+            WorkloadKind::Lock => self.lock.validate()?,
+        }
+        self.generator.validate()
+    }
+
+    /// The workload for test run `run_id` (one znode name, e.g. the results timestamp), its
+    /// random choices drawn from `seed`.
+    pub fn build(&self, run_id: &str, seed: u64) -> anyhow::Result<Arc<dyn Workload>> {
+        Ok(match self.workload {
+            WorkloadKind::Register => Arc::new(Register::new(self.register.clone(), run_id, seed)?),
+            WorkloadKind::Lock => anyhow::bail!(
+                "the lock workload is run by workload::lock::driver::run, not the generator"
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn the_shipped_register_file_holds_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/register.yaml");
+        let file: WorkloadFile = crate::config::load(&path).unwrap();
+        let defaults = WorkloadFile {
+            workload: WorkloadKind::Register,
+            register: RegisterConfig::default(),
+            lock: LockConfig::default(),
+            generator: GeneratorConfig::default(),
+        };
+        assert_eq!(file, defaults);
+        file.validate().unwrap();
+        assert!(file.build("run-1", 7).is_ok());
+    }
+
+    #[test]
+    fn unknown_workloads_and_keys_are_rejected() {
+        let err = serde_yaml_ng::from_str::<WorkloadFile>("workload: bank\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown variant `bank`"), "{err}");
+        let err = serde_yaml_ng::from_str::<WorkloadFile>("workload: register\nregistr: {}\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("registr"), "{err}");
+        let bad =
+            serde_yaml_ng::from_str::<WorkloadFile>("workload: register\ngenerator: {rate: -1}\n")
+                .unwrap();
+        assert!(bad.validate().unwrap_err().starts_with("generator.rate"));
+    }
+}
