@@ -17,6 +17,8 @@ mod history;
 mod nemesis;
 mod progress;
 mod report;
+mod serve;
+mod suite;
 mod workload;
 
 use std::process::ExitCode;

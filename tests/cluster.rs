@@ -5,36 +5,26 @@
 //! against it, every scenario is followed by a check that no fault is left behind, and the
 //! cluster is always removed at the end. Needs root on Linux.
 
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Child, Output, Stdio};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-const CLUSTER: &str = "sttest";
-const SUBNET: &str = "10.241.9.0/24";
-const STATE: &str = "/var/lib/stampede/clusters/sttest";
+use common::TestCluster;
+
+static TEST: LazyLock<TestCluster> = LazyLock::new(|| TestCluster::new("sttest", "10.241.9.0/24"));
 
 fn stampede(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stampede"))
-        .args(args)
-        .env("STAMPEDE_CLUSTER", CLUSTER)
-        .output()
-        .expect("cannot run stampede")
+    TEST.stampede(args)
 }
 
 fn stampede_ok(args: &[&str]) -> String {
-    let out = stampede(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "stampede {args:?} failed: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
-    stdout
+    TEST.stampede_ok(args)
 }
 
 fn spawn(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_stampede"))
-        .args(args)
-        .env("STAMPEDE_CLUSTER", CLUSTER)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot run stampede")
+    TEST.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("cannot run stampede")
 }
 
 /// Each node's mode as `db status` reports it: ("n1", "leader"), …
@@ -75,13 +65,13 @@ fn healthy_ensemble() -> bool {
 
 /// Asserts that nothing a fault does is left: no partition rule (checked on every node over
 /// SSH), no paused server, and exactly one server per node.
-fn assert_nothing_left() {
+fn assert_nothing_left(_: &TestCluster) {
     let rules = stampede_ok(&["exec", "--", "iptables -S | grep -c -- '^-A' || true"]);
     for line in rules.lines() {
         assert!(line.ends_with(": 0"), "iptables rules left behind: {rules}");
     }
     let pattern = "QuorumPeerMain /var/lib/stampede/db/10.241.9.";
-    let pids = Command::new("pgrep").args(["-f", pattern]).output().unwrap();
+    let pids = std::process::Command::new("pgrep").args(["-f", pattern]).output().unwrap();
     let pids: Vec<String> = String::from_utf8_lossy(&pids.stdout).split_whitespace().map(str::to_string).collect();
     assert_eq!(pids.len(), 3, "expected exactly one server per node, found pids {pids:?}");
     for pid in &pids {
@@ -96,13 +86,13 @@ fn assert_nothing_left() {
     }
 }
 
-fn ensemble_forms_with_one_leader() {
+fn ensemble_forms_with_one_leader(_: &TestCluster) {
     wait_for("the ensemble has one leader", Duration::from_secs(30), healthy_ensemble);
     let m = modes();
     assert_eq!(m.iter().filter(|(_, s)| s == "follower").count(), 2, "{m:?}");
 }
 
-fn isolating_the_leader_elects_another() {
+fn isolating_the_leader_elects_another(_: &TestCluster) {
     let old = leaders().pop().expect("a leader");
     let mut fault = spawn(&["nemesis", "run", "--kind", "partition", "--target", "leader", "--duration", "25s"]);
     wait_for("the majority elects a new leader and the old one stops serving", Duration::from_secs(25), || {
@@ -118,13 +108,13 @@ fn isolating_the_leader_elects_another() {
     });
 }
 
-fn killed_follower_restarts_and_rejoins() {
+fn killed_follower_restarts_and_rejoins(_: &TestCluster) {
     let follower = modes().into_iter().find(|(_, s)| s == "follower").expect("a follower").0;
     let mut fault = spawn(&["nemesis", "run", "--kind", "kill", "--target", &follower, "--duration", "6s"]);
     wait_for("the killed follower stops serving", Duration::from_secs(5), || {
         modes().iter().any(|(n, s)| n == &follower && s == "not serving")
     });
-    let servers = Command::new("pgrep").args(["-f", "QuorumPeerMain /var/lib/stampede/db/10.241.9."]).output().unwrap();
+    let servers = std::process::Command::new("pgrep").args(["-f", "QuorumPeerMain /var/lib/stampede/db/10.241.9."]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&servers.stdout).lines().count(), 2, "the killed server's process is gone");
     assert!(fault.wait().unwrap().success());
     wait_for("the follower rejoins", Duration::from_secs(30), || {
@@ -132,7 +122,7 @@ fn killed_follower_restarts_and_rejoins() {
     });
 }
 
-fn paused_leader_resumes() {
+fn paused_leader_resumes(_: &TestCluster) {
     let old = leaders().pop().expect("a leader");
     let mut fault = spawn(&["nemesis", "run", "--kind", "pause", "--target", "leader", "--duration", "15s"]);
     wait_for("the paused leader stops answering and another leads", Duration::from_secs(15), || {
@@ -145,7 +135,7 @@ fn paused_leader_resumes() {
     });
 }
 
-fn sigint_mid_partition_heals() {
+fn sigint_mid_partition_heals(_: &TestCluster) {
     let mut fault = spawn(&["nemesis", "run", "--kind", "partition", "--target", "halves", "--duration", "120s"]);
     wait_for("the partition is in place", Duration::from_secs(15), || {
         stampede_ok(&["exec", "--", "iptables -S | grep -c -- '^-A' || true"]).lines().any(|l| !l.ends_with(": 0"))
@@ -164,7 +154,7 @@ extern "C" {
     fn libc_kill(pid: i32, signal: i32) -> i32;
 }
 
-fn heal_restarts_a_server_killed_behind_our_back() {
+fn heal_restarts_a_server_killed_behind_our_back(_: &TestCluster) {
     let victim = "n2";
     stampede_ok(&["exec", "--node", victim, "--", "kill -9 $(cat /var/lib/stampede/db/10.241.9.2/server.pid)"]);
     wait_for("n2 is down", Duration::from_secs(10), || modes().iter().any(|(n, s)| n == victim && s == "not serving"));
@@ -182,17 +172,17 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
     assert!(lines[0].starts_with("error: ") && lines[0].contains(needle), "{args:?}: {stderr}");
 }
 
-fn bad_input_gets_one_line_errors() {
+fn bad_input_gets_one_line_errors(_: &TestCluster) {
     assert_one_line_error(&["heal", "--nodes", "root@127.0.0.1:1"], "cannot connect to 127.0.0.1:1");
     assert_one_line_error(&["db", "setup", "--nodes", "127.0.0.1:1"], "on 127.0.0.1:");
     let dir = std::env::temp_dir().join(format!("stampede-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("other_key");
     let _ = std::fs::remove_file(&key);
-    let made = Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&key).status().unwrap();
+    let made = std::process::Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&key).status().unwrap();
     assert!(made.success());
-    let nodes = format!("{STATE}/nodes");
-    let known = format!("{STATE}/known_hosts");
+    let nodes = format!("/var/lib/stampede/clusters/sttest/nodes");
+    let known = format!("/var/lib/stampede/clusters/sttest/known_hosts");
     let key = key.display().to_string();
     let out = stampede(&["exec", "--nodes-file", &nodes, "--ssh-key", &key, "--known-hosts", &known, "--node", "n1", "--", "true"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -208,7 +198,7 @@ fn bad_input_gets_one_line_errors() {
 
 /// An Apache-style release tarball (a top folder with `lib/*.jar`), made from the jars of
 /// Debian's package since the test has no network: installs, forms an ensemble, tears down.
-fn a_release_tarball_installs_and_serves() {
+fn a_release_tarball_installs_and_serves(_: &TestCluster) {
     let dir = std::env::temp_dir().join(format!("stampede-tarball-{}", std::process::id()));
     let lib = dir.join("apache-zookeeper-3.8.0-bin/lib");
     std::fs::create_dir_all(&lib).unwrap();
@@ -216,13 +206,13 @@ fn a_release_tarball_installs_and_serves() {
         std::fs::copy(format!("/usr/share/java/{jar}"), lib.join(jar)).unwrap();
     }
     let tarball = dir.join("apache-zookeeper-3.8.0-bin.tar.gz");
-    let made = Command::new("tar").arg("-czf").arg(&tarball).arg("-C").arg(&dir).arg("apache-zookeeper-3.8.0-bin").status().unwrap();
+    let made = std::process::Command::new("tar").arg("-czf").arg(&tarball).arg("-C").arg(&dir).arg("apache-zookeeper-3.8.0-bin").status().unwrap();
     assert!(made.success());
     let tarball = tarball.display().to_string();
     stampede_ok(&["db", "teardown"]);
     stampede_ok(&["db", "setup", "--zookeeper-tarball", &tarball]);
     assert!(healthy_ensemble(), "{:?}", modes());
-    let cmdlines = Command::new("pgrep").args(["-af", "QuorumPeerMain /var/lib/stampede/db/10.241.9."]).output().unwrap();
+    let cmdlines = std::process::Command::new("pgrep").args(["-af", "QuorumPeerMain /var/lib/stampede/db/10.241.9."]).output().unwrap();
     let cmdlines = String::from_utf8_lossy(&cmdlines.stdout);
     assert_eq!(cmdlines.matches("/dist/lib/*").count(), 3, "servers run from the tarball: {cmdlines}");
     stampede_ok(&["db", "teardown", "--zookeeper-tarball", &tarball]);
@@ -230,39 +220,23 @@ fn a_release_tarball_installs_and_serves() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn cluster_up_is_idempotent_and_repairs() {
-    let pid: u32 = std::fs::read_to_string(format!("{STATE}/n3/sshd.pid")).unwrap().trim().parse().unwrap();
+fn cluster_up_is_idempotent_and_repairs(_: &TestCluster) {
+    let pid: u32 = std::fs::read_to_string("/var/lib/stampede/clusters/sttest/n3/sshd.pid").unwrap().trim().parse().unwrap();
     // SAFETY: killing the test cluster's own sshd, found by its pid file.
     unsafe { libc_kill(pid as i32, 9) };
     std::thread::sleep(Duration::from_millis(200));
-    stampede_ok(&["cluster", "up", "--nodes", "3", "--subnet", SUBNET]);
+    stampede_ok(&["cluster", "up", "--nodes", "3", "--subnet", TEST.subnet]);
     let status = stampede_ok(&["cluster", "status"]);
     assert_eq!(status.lines().filter(|l| l.contains(" up ")).count(), 3, "{status}");
     assert!(!status.contains(&format!("sshd pid {pid},")), "sshd was restarted: {status}");
 }
 
-fn cluster_down_leaves_nothing() {
-    stampede_ok(&["cluster", "down"]);
-    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&netns.stdout).contains("sttest-"), "namespaces left");
-    let bridge = Command::new("ip").args(["link", "show", "sttest-br"]).output().unwrap();
-    assert!(!bridge.status.success(), "bridge left");
-    let links = Command::new("ip").args(["link"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&links.stdout).contains("sttest-v"), "veth left");
-    let sshd = Command::new("pgrep").args(["-f", "clusters/sttest/"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&sshd.stdout).trim().is_empty(), "processes left");
-    assert!(!std::path::Path::new(STATE).exists(), "state dir left");
+fn setup(_: &TestCluster) {
+    stampede_ok(&["db", "setup"]);
 }
 
-type Scenario = (&'static str, fn());
-
 fn main() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { geteuid() } != 0 {
-        eprintln!("tests/cluster.rs needs root (network namespaces, sshd): run the test suite as root");
-        std::process::exit(1);
-    }
-    let scenarios: &[Scenario] = &[
+    let scenarios: &[common::Scenario] = &[
         ("ensemble_forms_with_one_leader", ensemble_forms_with_one_leader),
         ("isolating_the_leader_elects_another", isolating_the_leader_elects_another),
         ("killed_follower_restarts_and_rejoins", killed_follower_restarts_and_rejoins),
@@ -273,46 +247,5 @@ fn main() {
         ("a_release_tarball_installs_and_serves", a_release_tarball_installs_and_serves),
         ("cluster_up_is_idempotent_and_repairs", cluster_up_is_idempotent_and_repairs),
     ];
-    let (mut passed, mut failed) = (0, 0);
-    let setup = std::panic::catch_unwind(|| {
-        stampede_ok(&["cluster", "up", "--nodes", "3", "--subnet", SUBNET]);
-        stampede_ok(&["db", "setup"]);
-    });
-    if setup.is_ok() {
-        for (name, scenario) in scenarios {
-            let result = std::panic::catch_unwind(|| {
-                scenario();
-                assert_nothing_left();
-            });
-            if result.is_ok() {
-                passed += 1;
-                println!("test {name} ... ok");
-            } else {
-                failed += 1;
-                println!("test {name} ... FAILED");
-                let _ = stampede(&["heal"]);
-            }
-        }
-        let _ = stampede(&["db", "teardown"]);
-    } else {
-        failed += 1;
-        println!("test setup ... FAILED");
-    }
-    match std::panic::catch_unwind(cluster_down_leaves_nothing) {
-        Ok(()) => {
-            passed += 1;
-            println!("test cluster_down_leaves_nothing ... ok");
-        }
-        Err(_) => {
-            failed += 1;
-            println!("test cluster_down_leaves_nothing ... FAILED");
-            let _ = stampede(&["cluster", "down"]);
-        }
-    }
-    println!("{passed} passed, {failed} failed");
-    std::process::exit(if failed == 0 { 0 } else { 1 });
-}
-
-extern "C" {
-    fn geteuid() -> u32;
+    TEST.run(3, setup, scenarios, assert_nothing_left, common::assert_cluster_gone);
 }

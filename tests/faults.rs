@@ -6,39 +6,24 @@
 //! A custom harness (`harness = false`): the scenarios share one cluster, made at the start
 //! and always removed at the end. Needs root on Linux.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use std::path::{Path, PathBuf};
+
+use common::{text, TestCluster};
 use serde_json::Value;
 
-const CLUSTER: &str = "stfault";
-const SUBNET: &str = "10.241.13.0/24";
-
-fn stampede(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stampede"))
-        .args(args)
-        .current_dir(cwd)
-        .env("STAMPEDE_CLUSTER", CLUSTER)
-        .output()
-        .expect("cannot run stampede")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
 /// Runs a test with the nemesis package `yaml` and returns its results folder and history.
-fn run_test(work: &Path, name: &str, yaml: &str, extra: &[&str]) -> (PathBuf, Vec<Value>) {
-    let nemesis = work.join(format!("{name}.yaml"));
+fn run_test(cluster: &TestCluster, name: &str, yaml: &str, extra: &[&str]) -> (PathBuf, Vec<Value>) {
+    let nemesis = cluster.work.join(format!("{name}.yaml"));
     std::fs::write(&nemesis, yaml).unwrap();
     let nemesis = nemesis.display().to_string();
     let mut args = vec!["test", "--name", name, "--nemesis", nemesis.as_str()];
     args.extend_from_slice(extra);
-    let out = stampede(&args, work);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or("");
+    let out = cluster.stampede(&args);
+    let last = common::last_line(&out);
     assert!(matches!(out.status.code(), Some(0) | Some(1)) && last.starts_with("verdict: "), "the run ended with a verdict: {}", text(&out));
-    let dir = stdout.lines().find_map(|l| l.strip_prefix("results: ")).map(|d| work.join(d)).expect("a results line");
+    let dir = cluster.results_dir(&out);
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     (dir, history.lines().map(|l| serde_json::from_str(l).unwrap()).collect())
 }
@@ -52,10 +37,9 @@ fn offset(op: &Value, node: &str) -> f64 {
     op["value"]["offsets_ms"][node].as_f64().unwrap_or_else(|| panic!("no offset of {node} in {op}"))
 }
 
-fn assert_no_fault_left(work: &Path) {
-    let out = stampede(
+fn assert_no_fault_left(cluster: &TestCluster) {
+    let out = cluster.stampede(
         &["exec", "--", "echo $(iptables -S | grep -c -- '^-A') $(iptables -t mangle -S | grep -c -- '^-A') $(pgrep -fc '[a]gent-netem')"],
-        work,
     );
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         assert!(line.ends_with(": 0 0 0"), "filter rules, mangle rules, packet agents left: {line}");
@@ -68,12 +52,12 @@ fn assert_no_fault_left(work: &Path) {
     }
 }
 
-fn clock_bump_and_strobe_are_measured_and_reset(work: &Path) {
+fn clock_bump_and_strobe_are_measured_and_reset(cluster: &TestCluster) {
     let yaml = "faults:\n\
                 \x20 - {kind: clock, target: leader, clock: {mode: bump, delta_ms: 3000}}\n\
                 \x20 - {kind: clock, target: follower, clock: {mode: strobe, delta_ms: 1500, period: 6s}}\n";
     let args = ["--time-limit", "34s", "--set", "generator.nemesis_interval=2s", "--set", "generator.nemesis_duration=9s", "--keep-db"];
-    let (dir, history) = run_test(work, "clock", yaml, &args);
+    let (dir, history) = run_test(cluster, "clock", yaml, &args);
     let starts = nemesis_completions(&history, "start-clock");
     assert!(starts.len() >= 2, "both clock faults ran: {starts:?}");
     for (start, expected) in starts.iter().take(2).zip([3000.0, 1500.0]) {
@@ -93,8 +77,7 @@ fn clock_bump_and_strobe_are_measured_and_reset(work: &Path) {
     }
     let png = std::fs::metadata(dir.join("clock-skew.png")).expect("clock-skew.png was drawn");
     assert!(png.len() > 10_000);
-    let db_teardown = stampede(&["db", "teardown"], work);
-    assert!(db_teardown.status.success(), "{}", text(&db_teardown));
+    cluster.stampede_ok(&["db", "teardown"]);
 }
 
 /// Median latency in ms of ok client operations `f` invoked inside (`true`) or outside every
@@ -134,13 +117,13 @@ fn median_latency(history: &[Value], f: &str, kind: &str, inside: bool) -> f64 {
 /// A read without sync is one round trip to the client's own server, whose answer the fault
 /// delays once: its latency rises by about the delay. A write crosses the ensemble several
 /// times, each hop delayed.
-fn packet_delay_raises_latency_by_about_the_delay(work: &Path) {
+fn packet_delay_raises_latency_by_about_the_delay(cluster: &TestCluster) {
     let yaml = "faults:\n  - {kind: packet, target: all, netem: {delay: 100ms, jitter: 0ms}}\n";
     let args = [
         "--time-limit", "30s", "--set", "generator.nemesis_interval=6s", "--set", "generator.nemesis_duration=12s",
         "--set", "register.sync_reads=false",
     ];
-    let (_, history) = run_test(work, "packet", yaml, &args);
+    let (_, history) = run_test(cluster, "packet", yaml, &args);
     let (clear, delayed) = (median_latency(&history, "read", "packet", false), median_latency(&history, "read", "packet", true));
     let (write_clear, write_delayed) = (median_latency(&history, "write", "packet", false), median_latency(&history, "write", "packet", true));
     println!("median read latency without delay {clear:.1} ms, with 100 ms delay {delayed:.1} ms");
@@ -149,10 +132,10 @@ fn packet_delay_raises_latency_by_about_the_delay(work: &Path) {
     assert!(write_delayed - write_clear >= 100.0, "a write rises by at least the delay: {write_clear:.1} -> {write_delayed:.1} ms");
 }
 
-fn every_fault_kind_in_one_test_is_healed(work: &Path) {
+fn every_fault_kind_in_one_test_is_healed(cluster: &TestCluster) {
     let yaml = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("nemeses/all.yaml")).unwrap();
     let args = ["--time-limit", "60s", "--set", "generator.nemesis_interval=1s", "--set", "generator.nemesis_duration=3s"];
-    let (_, history) = run_test(work, "all", &yaml, &args);
+    let (_, history) = run_test(cluster, "all", &yaml, &args);
     for kind in ["partition", "kill", "pause", "clock", "packet"] {
         let started = nemesis_completions(&history, &format!("start-{kind}"));
         let stopped = nemesis_completions(&history, &format!("stop-{kind}"));
@@ -161,53 +144,12 @@ fn every_fault_kind_in_one_test_is_healed(work: &Path) {
     }
 }
 
-type Scenario = (&'static str, fn(&Path));
-
 fn main() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { geteuid() } != 0 {
-        eprintln!("tests/faults.rs needs root (network namespaces, sshd): run the test suite as root");
-        std::process::exit(1);
-    }
-    let work = std::env::temp_dir().join(format!("stampede-faults-{}", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
-    let scenarios: &[Scenario] = &[
+    let scenarios: &[common::Scenario] = &[
         ("clock_bump_and_strobe_are_measured_and_reset", clock_bump_and_strobe_are_measured_and_reset),
         ("packet_delay_raises_latency_by_about_the_delay", packet_delay_raises_latency_by_about_the_delay),
         ("every_fault_kind_in_one_test_is_healed", every_fault_kind_in_one_test_is_healed),
     ];
-    let (mut passed, mut failed) = (0, 0);
-    let up = stampede(&["cluster", "up", "--nodes", "3", "--subnet", SUBNET], &work);
-    if up.status.success() {
-        for (name, scenario) in scenarios {
-            let ok = std::panic::catch_unwind(|| {
-                scenario(&work);
-                assert_no_fault_left(&work);
-            });
-            if ok.is_ok() {
-                passed += 1;
-                println!("test {name} ... ok");
-            } else {
-                failed += 1;
-                println!("test {name} ... FAILED");
-                let _ = stampede(&["heal"], &work);
-                let _ = stampede(&["db", "teardown"], &work);
-            }
-        }
-    } else {
-        failed += 1;
-        println!("test cluster_up ... FAILED: {}", text(&up));
-    }
-    let down = stampede(&["cluster", "down"], &work);
-    if !down.status.success() {
-        failed += 1;
-        println!("test cluster_down ... FAILED: {}", text(&down));
-    }
-    let _ = std::fs::remove_dir_all(&work);
-    println!("{passed} passed, {failed} failed");
-    std::process::exit(if failed == 0 { 0 } else { 1 });
-}
-
-extern "C" {
-    fn geteuid() -> u32;
+    let cluster = TestCluster::new("stfault", "10.241.13.0/24");
+    cluster.run(3, common::nothing, scenarios, assert_no_fault_left, common::assert_cluster_gone);
 }

@@ -6,56 +6,33 @@
 //! A custom harness (`harness = false`): the scenarios share one cluster, made at the start
 //! and always removed at the end. Needs root on Linux.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-const CLUSTER: &str = "strun";
-const SUBNET: &str = "10.241.10.0/24";
+use common::{last_line, text, TestCluster};
 
-fn stampede(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stampede"))
-        .args(args)
-        .current_dir(cwd)
-        .env("STAMPEDE_CLUSTER", CLUSTER)
-        .output()
-        .expect("cannot run stampede")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// The results folder a run printed (`results: DIR`), relative to `cwd`.
-fn results_dir(out: &Output, cwd: &Path) -> PathBuf {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let dir = stdout.lines().find_map(|l| l.strip_prefix("results: ")).unwrap_or_else(|| panic!("no results line in {}", text(out)));
-    cwd.join(dir)
-}
-
-fn last_line(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").to_string()
-}
-
-fn partition_rules() -> usize {
-    let out = stampede(&["exec", "--", "iptables -S | grep -c -- '^-A' || true"], Path::new("."));
+fn partition_rules(cluster: &TestCluster) -> usize {
+    let out = cluster.stampede(&["exec", "--", "iptables -S | grep -c -- '^-A' || true"]);
     String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.rsplit(' ').next()?.parse::<usize>().ok()).sum()
 }
 
 fn our_servers() -> Vec<String> {
-    let out = Command::new("pgrep").args(["-f", "QuorumPeerMain /var/lib/stampede/db/10.241.10."]).output().unwrap();
+    let out = std::process::Command::new("pgrep").args(["-f", "QuorumPeerMain /var/lib/stampede/db/10.241.10."]).output().unwrap();
     String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_string).collect()
 }
 
-fn a_register_run_with_partitions_is_valid_and_complete(work: &Path) {
-    let out = stampede(
-        &["test", "--nemesis", "partition", "--time-limit", "25s", "--set", "register.mix.read=0", "--set", "generator.nemesis_interval=5s", "--set", "generator.nemesis_duration=8s"],
-        work,
-    );
+fn a_register_run_with_partitions_is_valid_and_complete(cluster: &TestCluster) {
+    let work = &cluster.work;
+    let out = cluster.stampede(&[
+        "test", "--nemesis", "partition", "--time-limit", "25s", "--set", "register.mix.read=0", "--set", "generator.nemesis_interval=5s",
+        "--set", "generator.nemesis_duration=8s",
+    ]);
     assert_eq!(out.status.code(), Some(0), "expected a valid verdict: {}", text(&out));
     let verdict = last_line(&out);
     assert!(verdict.starts_with("verdict: valid"), "{verdict}");
-    let dir = results_dir(&out, work);
+    let dir = cluster.results_dir(&out);
     for file in ["history.jsonl", "results.json", "test.yaml", "latency-raw.png", "latency-quantiles.png", "rate.png", "timeline.html"] {
         let meta = std::fs::metadata(dir.join(file)).unwrap_or_else(|_| panic!("{file} missing in {}", dir.display()));
         assert!(meta.len() > 0, "{file} is empty");
@@ -73,10 +50,10 @@ fn a_register_run_with_partitions_is_valid_and_complete(work: &Path) {
     assert!(!ops.iter().any(|op| op["f"] == "read" && op["type"] == "invoke" && !is_final(op, &ops)), "no reads but final reads");
     let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["valid"], true);
-    assert_eq!(partition_rules(), 0, "no partition left behind");
+    assert_eq!(partition_rules(cluster), 0, "no partition left behind");
     assert!(our_servers().is_empty(), "the database was torn down");
 
-    let check = stampede(&["check", &dir.display().to_string()], work);
+    let check = cluster.stampede(&["check", &dir.display().to_string()]);
     assert_eq!(check.status.code(), Some(0), "{}", text(&check));
     assert_eq!(last_line(&check), verdict, "check agrees with the run");
 }
@@ -87,24 +64,23 @@ fn is_final(op: &serde_json::Value, ops: &[serde_json::Value]) -> bool {
     op["index"].as_u64().unwrap() > last_nemesis
 }
 
-fn a_killed_controller_leaves_a_checkable_history(work: &Path) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stampede"))
-        .args(["test", "--nemesis", "partition", "--time-limit", "60s", "--set", "generator.nemesis_interval=2s", "--set", "generator.nemesis_duration=30s"])
-        .current_dir(work)
-        .env("STAMPEDE_CLUSTER", CLUSTER)
+fn a_killed_controller_leaves_a_checkable_history(cluster: &TestCluster) {
+    let work = &cluster.work;
+    let mut child = cluster
+        .command(&["test", "--nemesis", "partition", "--time-limit", "60s", "--set", "generator.nemesis_interval=2s", "--set", "generator.nemesis_duration=30s"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(90);
-    while partition_rules() == 0 {
+    while partition_rules(cluster) == 0 {
         assert!(Instant::now() < deadline, "the partition never started");
         std::thread::sleep(Duration::from_millis(500));
     }
     std::thread::sleep(Duration::from_secs(2));
     child.kill().unwrap(); // SIGKILL: no chance to heal
     child.wait().unwrap();
-    assert!(partition_rules() > 0, "SIGKILL left the partition in place, as expected");
+    assert!(partition_rules(cluster) > 0, "SIGKILL left the partition in place, as expected");
     let dir = std::fs::canonicalize(work.join("results/latest")).unwrap();
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     assert!(history.ends_with('\n'), "the last line is complete");
@@ -113,60 +89,20 @@ fn a_killed_controller_leaves_a_checkable_history(work: &Path) {
     for (i, line) in lines.iter().enumerate() {
         serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|e| panic!("line {} does not parse: {e}", i + 1));
     }
-    let check = stampede(&["check", &dir.display().to_string()], work);
+    let check = cluster.stampede(&["check", &dir.display().to_string()]);
     let verdict = last_line(&check);
     assert!(verdict.starts_with("verdict: "), "check judged the history: {}", text(&check));
     assert!(matches!(check.status.code(), Some(0) | Some(1) | Some(2)), "{}", text(&check));
-    let heal = stampede(&["heal"], work);
-    assert!(heal.status.success(), "{}", text(&heal));
-    assert_eq!(partition_rules(), 0, "heal cleared the partition");
-    let teardown = stampede(&["db", "teardown"], work);
-    assert!(teardown.status.success(), "{}", text(&teardown));
+    cluster.stampede_ok(&["heal"]);
+    assert_eq!(partition_rules(cluster), 0, "heal cleared the partition");
+    cluster.stampede_ok(&["db", "teardown"]);
     assert!(our_servers().is_empty());
 }
 
-type Scenario = (&'static str, fn(&Path));
-
 fn main() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { geteuid() } != 0 {
-        eprintln!("tests/test_run.rs needs root (network namespaces, sshd): run the test suite as root");
-        std::process::exit(1);
-    }
-    let work = std::env::temp_dir().join(format!("stampede-run-{}", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
-    let scenarios: &[Scenario] = &[
+    let scenarios: &[common::Scenario] = &[
         ("a_register_run_with_partitions_is_valid_and_complete", a_register_run_with_partitions_is_valid_and_complete),
         ("a_killed_controller_leaves_a_checkable_history", a_killed_controller_leaves_a_checkable_history),
     ];
-    let (mut passed, mut failed) = (0, 0);
-    let up = stampede(&["cluster", "up", "--nodes", "3", "--subnet", SUBNET], &work);
-    if up.status.success() {
-        for (name, scenario) in scenarios {
-            if std::panic::catch_unwind(|| scenario(&work)).is_ok() {
-                passed += 1;
-                println!("test {name} ... ok");
-            } else {
-                failed += 1;
-                println!("test {name} ... FAILED");
-                let _ = stampede(&["heal"], &work);
-                let _ = stampede(&["db", "teardown"], &work);
-            }
-        }
-    } else {
-        failed += 1;
-        println!("test cluster_up ... FAILED: {}", text(&up));
-    }
-    let down = stampede(&["cluster", "down"], &work);
-    if !down.status.success() {
-        failed += 1;
-        println!("test cluster_down ... FAILED: {}", text(&down));
-    }
-    let _ = std::fs::remove_dir_all(&work);
-    println!("{passed} passed, {failed} failed");
-    std::process::exit(if failed == 0 { 0 } else { 1 });
-}
-
-extern "C" {
-    fn geteuid() -> u32;
+    TestCluster::new("strun", "10.241.10.0/24").run(3, common::nothing, scenarios, common::nothing, common::assert_cluster_gone);
 }

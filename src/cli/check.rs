@@ -9,17 +9,19 @@ use anyhow::Context;
 use crate::checker::formats::{self, Format};
 use crate::checker::models::FailedCas;
 use crate::checker::result::write_results;
-use crate::checker::{check_history, CheckOptions, ModelKind};
+use crate::checker::{check_history, zookeeper, CheckOptions, ModelKind};
+use crate::history::Op;
 
 /// Arguments of `stampede check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// A results folder (its history.jsonl is read) or a history file.
     pub path: PathBuf,
-    /// The model: register, cas-register, versioned-register, mutex or fenced-mutex
-    /// [default: versioned-register for stampede histories, cas-register for Jepsen ones].
-    #[arg(long)]
-    pub model: Option<ModelKind>,
+    /// The model: register, cas-register, versioned-register, mutex, fenced-mutex, or
+    /// zookeeper (ZooKeeper's own guarantees) [default: versioned-register for stampede
+    /// histories, cas-register for Jepsen ones].
+    #[arg(long, value_parser = parse_model)]
+    pub model: Option<Checker>,
     /// The history's format: auto, jsonl, edn or jepsen-log.
     #[arg(long, default_value = "auto")]
     pub format: Format,
@@ -39,6 +41,24 @@ pub struct CheckArgs {
     /// Also write the verdict as JSON to this file (e.g. results.json).
     #[arg(long)]
     pub output: Option<PathBuf>,
+}
+
+/// Which checker `--model` names.
+#[derive(Debug, Clone, Copy)]
+pub enum Checker {
+    /// Linearizability against a model.
+    Linearizable(ModelKind),
+    /// ZooKeeper's own guarantees, from the zxids and versions in the history.
+    Zookeeper,
+}
+
+fn parse_model(s: &str) -> Result<Checker, String> {
+    if s == "zookeeper" {
+        return Ok(Checker::Zookeeper);
+    }
+    s.parse()
+        .map(Checker::Linearizable)
+        .map_err(|e: String| format!("{e}, or zookeeper"))
 }
 
 /// The register's initial value as given on the command line.
@@ -63,10 +83,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let file = history_file(&args.path)?;
     let (ops, format) = formats::read(&file, args.format)?;
-    let model = args.model.unwrap_or(match format {
-        Format::Jsonl | Format::Auto => ModelKind::VersionedRegister,
-        Format::Edn | Format::JepsenLog => ModelKind::CasRegister,
-    });
+    let model = match args.model {
+        Some(Checker::Linearizable(model)) => model,
+        Some(Checker::Zookeeper) => return check_zookeeper(&file, &ops, args.output.as_deref()),
+        None => match format {
+            Format::Jsonl | Format::Auto => ModelKind::VersionedRegister,
+            Format::Edn | Format::JepsenLog => ModelKind::CasRegister,
+        },
+    };
     let opts = CheckOptions {
         model,
         failed_cas: args.failed_cas,
@@ -81,6 +105,22 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     print!("{}", result.render());
     Ok(ExitCode::from(result.valid.exit_code()))
+}
+
+/// Runs the `zookeeper` checker alone; its report, then the verdict line.
+fn check_zookeeper(file: &Path, ops: &[Op], output: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let report = zookeeper::check(ops).with_context(|| format!("{}", file.display()))?;
+    if let Some(out) = output {
+        let text = serde_json::to_string_pretty(&report)? + "\n";
+        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+    }
+    print!("{report}");
+    let verdict = if report.valid { "valid" } else { "INVALID" };
+    println!(
+        "verdict: {verdict} (zookeeper; {} history entries)",
+        ops.len()
+    );
+    Ok(ExitCode::from(if report.valid { 0 } else { 1 }))
 }
 
 /// The history file for `path`: the file itself, or a results folder's `history.jsonl`.

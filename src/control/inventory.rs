@@ -17,7 +17,9 @@ const NODES_GROUP: &str = "zookeeper";
 pub fn looks_like_inventory(text: &str) -> bool {
     text.lines().map(strip_comment).any(|line| {
         (line.starts_with('[') && line.ends_with(']'))
-            || line.split_whitespace().any(|word| word.starts_with("ansible_") && word.contains('='))
+            || line
+                .split_whitespace()
+                .any(|word| word.starts_with("ansible_") && word.contains('='))
     })
 }
 
@@ -34,7 +36,10 @@ pub fn parse_inventory(path: &Path, text: &str, default_user: &str) -> anyhow::R
     if names.is_empty() {
         bail!("{}: no hosts in the inventory", path.display());
     }
-    names.iter().map(|name| inventory.node(path, name, default_user)).collect()
+    names
+        .iter()
+        .map(|name| inventory.node(path, name, default_user))
+        .collect()
 }
 
 /// A host line: its name, the line it was first given on, and its own variables.
@@ -88,13 +93,26 @@ impl Inventory {
                 }
                 Section::Vars(group) => {
                     let (key, value) = parse_assignment(line).with_context(at)?;
-                    inventory.groups.entry(group.clone()).or_default().vars.insert(key, value);
+                    inventory
+                        .groups
+                        .entry(group.clone())
+                        .or_default()
+                        .vars
+                        .insert(key, value);
                 }
                 Section::Children(group) => {
                     if line.split_whitespace().count() != 1 {
-                        return Err(anyhow::anyhow!("expected one group name per line, found {line:?}")).with_context(at);
+                        return Err(anyhow::anyhow!(
+                            "expected one group name per line, found {line:?}"
+                        ))
+                        .with_context(at);
                     }
-                    inventory.groups.entry(group.clone()).or_default().children.push(line.to_string());
+                    inventory
+                        .groups
+                        .entry(group.clone())
+                        .or_default()
+                        .children
+                        .push(line.to_string());
                 }
             }
         }
@@ -104,7 +122,11 @@ impl Inventory {
     fn add_host(&mut self, group: &str, name: String, vars: HashMap<String, String>, line: usize) {
         match self.hosts.iter_mut().find(|h| h.name == name) {
             Some(host) => host.vars.extend(vars),
-            None => self.hosts.push(Host { name: name.clone(), line, vars }),
+            None => self.hosts.push(Host {
+                name: name.clone(),
+                line,
+                vars,
+            }),
         }
         let members = &mut self.groups.entry(group.to_string()).or_default().hosts;
         if !members.contains(&name) {
@@ -118,7 +140,9 @@ impl Inventory {
         let mut pending = vec![group.to_string()];
         let mut names: Vec<String> = Vec::new();
         while let Some(g) = pending.pop() {
-            let Some(entry) = self.groups.get(&g) else { continue };
+            let Some(entry) = self.groups.get(&g) else {
+                continue;
+            };
             names.extend(entry.hosts.iter().cloned());
             for child in &entry.children {
                 if !seen_groups.contains(child) {
@@ -127,7 +151,11 @@ impl Inventory {
                 }
             }
         }
-        self.hosts.iter().map(|h| h.name.clone()).filter(|n| names.contains(n)).collect()
+        self.hosts
+            .iter()
+            .map(|h| h.name.clone())
+            .filter(|n| names.contains(n))
+            .collect()
     }
 
     /// The groups `host` belongs to, directly or through `:children`.
@@ -147,22 +175,41 @@ impl Inventory {
         if let Some(v) = host.vars.get(key) {
             return Some(v.clone());
         }
-        let from_groups = self.groups_of(&host.name).into_iter().filter(|g| *g != "all").find_map(|g| self.groups[g].vars.get(key));
-        from_groups.or_else(|| self.groups.get("all").and_then(|g| g.vars.get(key))).cloned()
+        let from_groups = self
+            .groups_of(&host.name)
+            .into_iter()
+            .filter(|g| *g != "all")
+            .find_map(|g| self.groups[g].vars.get(key));
+        from_groups
+            .or_else(|| self.groups.get("all").and_then(|g| g.vars.get(key)))
+            .cloned()
     }
 
     fn node(&self, path: &Path, name: &str, default_user: &str) -> anyhow::Result<Node> {
-        let host = self.hosts.iter().find(|h| h.name == name).expect("members are hosts");
+        let host = self
+            .hosts
+            .iter()
+            .find(|h| h.name == name)
+            .expect("members are hosts");
         let at = || format!("{}:{}: host {name}", path.display(), host.line);
         let var = |keys: [&str; 2]| keys.iter().find_map(|k| self.var(host, k));
         let address = var(["ansible_host", "ansible_ssh_host"]).unwrap_or_else(|| name.to_string());
-        let user = var(["ansible_user", "ansible_ssh_user"]).unwrap_or_else(|| default_user.to_string());
+        let user =
+            var(["ansible_user", "ansible_ssh_user"]).unwrap_or_else(|| default_user.to_string());
         let port = match var(["ansible_port", "ansible_ssh_port"]) {
-            Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).with_context(|| format!("bad ansible_port {p:?}")).with_context(at)?,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .with_context(|| format!("bad ansible_port {p:?}"))
+                .with_context(at)?,
             None => 22,
         };
         if address.contains(':') {
-            return Err(anyhow::anyhow!("bad ansible_host {address:?}: give the port as ansible_port")).with_context(at);
+            return Err(anyhow::anyhow!(
+                "bad ansible_host {address:?}: give the port as ansible_port"
+            ))
+            .with_context(at);
         }
         Node::parse(&format!("{name} {user}@{address}:{port}"), default_user).with_context(at)
     }
@@ -177,9 +224,16 @@ fn strip_comment(line: &str) -> &str {
 }
 
 fn parse_header(line: &str) -> anyhow::Result<Section> {
-    let inner = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')).with_context(|| format!("bad section header {line:?}"))?;
+    let inner = line
+        .strip_prefix('[')
+        .and_then(|l| l.strip_suffix(']'))
+        .with_context(|| format!("bad section header {line:?}"))?;
     let (group, kind) = inner.split_once(':').unwrap_or((inner, ""));
-    if group.is_empty() || !group.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+    if group.is_empty()
+        || !group
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
         bail!("bad group name {group:?}");
     }
     let group = group.to_string();
@@ -200,12 +254,16 @@ fn parse_host_line(line: &str) -> anyhow::Result<(String, HashMap<String, String
     if name.contains('[') {
         bail!("host ranges like {name:?} are not supported: list the hosts one per line");
     }
-    let vars = words.map(parse_assignment).collect::<anyhow::Result<HashMap<_, _>>>()?;
+    let vars = words
+        .map(parse_assignment)
+        .collect::<anyhow::Result<HashMap<_, _>>>()?;
     Ok((name, vars))
 }
 
 fn parse_assignment(text: &str) -> anyhow::Result<(String, String)> {
-    let (key, value) = text.split_once('=').with_context(|| format!("expected key=value, found {text:?}"))?;
+    let (key, value) = text
+        .split_once('=')
+        .with_context(|| format!("expected key=value, found {text:?}"))?;
     let (key, value) = (key.trim(), value.trim());
     if key.is_empty() || key.contains(char::is_whitespace) {
         bail!("bad variable name in {text:?}");
@@ -226,7 +284,12 @@ mod tests {
     }
 
     fn node(name: &str, host: &str, port: u16, user: &str) -> Node {
-        Node { name: name.into(), host: host.into(), port, user: user.into() }
+        Node {
+            name: name.into(),
+            host: host.into(),
+            port,
+            user: user.into(),
+        }
     }
 
     #[test]
@@ -234,8 +297,8 @@ mod tests {
         let text = include_str!("../../ansible/inventory.example.ini");
         let nodes = parse_inventory(Path::new("inventory.example.ini"), text, "root").unwrap();
         assert_eq!(nodes.len(), 5);
-        assert_eq!(nodes[0], node("zk1", "192.0.2.11", 22, "debian"));
-        assert_eq!(nodes[4], node("zk5", "192.0.2.15", 2222, "debian"));
+        assert_eq!(nodes[0], node("zk1", "198.51.100.11", 22, "debian"));
+        assert_eq!(nodes[4], node("zk5", "198.51.100.15", 2222, "debian"));
         assert!(looks_like_inventory(text));
     }
 
@@ -261,7 +324,11 @@ m ansible_host=10.0.0.9
         let nodes = parse(text).unwrap();
         assert_eq!(
             nodes,
-            vec![node("a", "10.0.0.1", 2222, "alice"), node("b", "10.0.0.2", 2222, "everyone"), node("c", "c", 2222, "everyone")]
+            vec![
+                node("a", "10.0.0.1", 2222, "alice"),
+                node("b", "10.0.0.2", 2222, "everyone"),
+                node("c", "c", 2222, "everyone")
+            ]
         );
     }
 
@@ -269,22 +336,47 @@ m ansible_host=10.0.0.9
     fn children_groups_are_members_and_without_zookeeper_group_all_hosts_count() {
         let text = "[east]\ne1 ansible_host=10.0.1.1\n[west]\nw1 ansible_host=10.0.2.1 ansible_ssh_port=23\n[zookeeper:children]\neast\nwest\n";
         let nodes = parse(text).unwrap();
-        assert_eq!(nodes, vec![node("e1", "10.0.1.1", 22, "root"), node("w1", "10.0.2.1", 23, "root")]);
+        assert_eq!(
+            nodes,
+            vec![
+                node("e1", "10.0.1.1", 22, "root"),
+                node("w1", "10.0.2.1", 23, "root")
+            ]
+        );
         let ungrouped = "h1 ansible_host=10.0.0.1\n[other]\nh2\n";
-        let names: Vec<String> = parse(ungrouped).unwrap().into_iter().map(|n| n.name).collect();
+        let names: Vec<String> = parse(ungrouped)
+            .unwrap()
+            .into_iter()
+            .map(|n| n.name)
+            .collect();
         assert_eq!(names, ["h1", "h2"]);
     }
 
     #[test]
     fn errors_name_file_and_line() {
         let cases = [
-            ("[zookeeper]\nzk1 ansible_host=10.0.0.1\nzk2 ansible_port=notaport\n", "inventory.ini:3: host zk2: bad ansible_port"),
-            ("[zookeeper]\nzk1 ansible_host\n", "inventory.ini:2: expected key=value"),
+            (
+                "[zookeeper]\nzk1 ansible_host=10.0.0.1\nzk2 ansible_port=notaport\n",
+                "inventory.ini:3: host zk2: bad ansible_port",
+            ),
+            (
+                "[zookeeper]\nzk1 ansible_host\n",
+                "inventory.ini:2: expected key=value",
+            ),
             ("[zookeeper]\nzk[1:3]\n", "inventory.ini:2: host ranges"),
-            ("\n[zookeeper:hosts]\n", "inventory.ini:2: unknown section kind"),
+            (
+                "\n[zookeeper:hosts]\n",
+                "inventory.ini:2: unknown section kind",
+            ),
             ("[zookeeper\nzk1\n", "inventory.ini:1: bad section header"),
-            ("[zookeeper]\nzk1 ansible_host=10.0.0.1:22\n", "inventory.ini:2: host zk1: bad ansible_host"),
-            ("[zookeeper]\nbad!name\n", "inventory.ini:2: host bad!name: bad node name"),
+            (
+                "[zookeeper]\nzk1 ansible_host=10.0.0.1:22\n",
+                "inventory.ini:2: host zk1: bad ansible_host",
+            ),
+            (
+                "[zookeeper]\nbad!name\n",
+                "inventory.ini:2: host bad!name: bad node name",
+            ),
             ("[zookeeper]\n# none\n", "inventory.ini: no hosts"),
         ];
         for (text, expected) in cases {
@@ -295,7 +387,9 @@ m ansible_host=10.0.0.9
 
     #[test]
     fn plain_nodes_files_do_not_look_like_inventories() {
-        assert!(!looks_like_inventory("# nodes\nn1 root@10.0.0.1\nn2 10.0.0.2:2222\n"));
+        assert!(!looks_like_inventory(
+            "# nodes\nn1 root@10.0.0.1\nn2 10.0.0.2:2222\n"
+        ));
         assert!(looks_like_inventory("zk1 ansible_host=10.0.0.1\n"));
         assert!(looks_like_inventory("# hosts\n[db]\nzk1\n"));
     }

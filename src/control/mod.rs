@@ -5,6 +5,7 @@
 //! is re-established and the command sent again, and commands marked idempotent are retried
 //! after a drop mid-command too. Every error names the node and the command.
 
+mod inventory;
 mod node;
 mod session;
 pub mod shell;

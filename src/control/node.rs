@@ -87,9 +87,13 @@ pub fn parse_file_text(path: &Path, text: &str, default_user: &str) -> anyhow::R
     check_unique(nodes, &path.display().to_string())
 }
 
-/// Reads and parses a nodes file.
+/// Reads and parses a nodes file: one node per line, or an ansible INI inventory.
 pub fn read_file(path: &Path, default_user: &str) -> anyhow::Result<Vec<Node>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read nodes file {}", path.display()))?;
+    if super::inventory::looks_like_inventory(&text) {
+        let nodes = super::inventory::parse_inventory(path, &text, default_user)?;
+        return check_unique(nodes, &path.display().to_string());
+    }
     parse_file_text(path, &text, default_user)
 }
 

@@ -1,0 +1,239 @@
+//! The suite file (`suites/*.yaml`) and its expansion into the tests it names.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{self, Override};
+
+/// A suite as written in YAML: every combination of the lists is run `repetitions` times.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteFile {
+    /// The suite's name in `results/suites/` (default: the file's name without `.yaml`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Workloads: names in `workloads/` or paths (relative to the suite file).
+    pub workloads: Vec<String>,
+    /// Nemesis packages: names in `nemeses/` or paths (relative to the suite file).
+    pub nemeses: Vec<String>,
+    /// Databases under test.
+    #[serde(default = "default_dbs")]
+    pub dbs: Vec<String>,
+    /// How many times each combination runs.
+    #[serde(default = "one")]
+    pub repetitions: u32,
+    /// Each test's time limit (`generator.time_limit`); the workload file's when absent.
+    #[serde(default)]
+    pub time_limit: Option<config::Duration>,
+    /// Overrides given to every test, as `field=value` (like `--set`).
+    #[serde(default)]
+    pub set: Vec<String>,
+}
+
+fn default_dbs() -> Vec<String> {
+    vec!["zookeeper".to_string()]
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One test of the matrix, ready to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestSpec {
+    /// The test's name (`<workload>-<nemesis>-<db>`), the same for every repetition.
+    pub name: String,
+    /// The workload as given to `stampede test --workload`.
+    pub workload: String,
+    /// The nemesis package as given to `--nemesis`.
+    pub nemesis: String,
+    /// The database.
+    pub db: String,
+    /// 1-based repetition number.
+    pub repetition: u32,
+}
+
+impl SuiteFile {
+    /// Reads and checks a suite file; errors name the file (and line, for YAML errors).
+    pub fn load(path: &Path) -> anyhow::Result<SuiteFile> {
+        let suite: SuiteFile = config::load(path)?;
+        suite
+            .validate()
+            .with_context(|| path.display().to_string())?;
+        Ok(suite)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        for (field, list) in [
+            ("workloads", &self.workloads),
+            ("nemeses", &self.nemeses),
+            ("dbs", &self.dbs),
+        ] {
+            if list.is_empty() {
+                bail!("{field}: the list is empty");
+            }
+            if let Some(bad) = list
+                .iter()
+                .find(|s| s.trim().is_empty() || s.starts_with('-'))
+            {
+                bail!("{field}: bad entry {bad:?}");
+            }
+        }
+        if self.repetitions == 0 {
+            bail!("repetitions: must be at least 1");
+        }
+        for o in &self.set {
+            o.parse::<Override>()
+                .with_context(|| format!("set: {o:?}"))?;
+        }
+        if let Some(name) = &self.name {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                || name.starts_with('.')
+            {
+                bail!("name: {name:?}: use letters, digits, '-', '_' and '.'");
+            }
+        }
+        Ok(())
+    }
+
+    /// The suite's name: `name`, else the file's stem.
+    pub fn name_for(&self, path: &Path) -> String {
+        self.name.clone().unwrap_or_else(|| stem(path))
+    }
+
+    /// Every test of the matrix in run order: repetitions outermost, so that a suite cut
+    /// short has run each combination at least once; then DBs, workloads, nemeses. Entries
+    /// that are paths are made relative to `suite_dir` (the suite file's folder).
+    pub fn expand(&self, suite_dir: &Path) -> Vec<TestSpec> {
+        let mut tests = Vec::new();
+        for repetition in 1..=self.repetitions {
+            for db in &self.dbs {
+                for workload in &self.workloads {
+                    for nemesis in &self.nemeses {
+                        let (workload, nemesis) =
+                            (locate(suite_dir, workload), locate(suite_dir, nemesis));
+                        let name = format!(
+                            "{}-{}-{db}",
+                            stem(Path::new(&workload)),
+                            stem(Path::new(&nemesis))
+                        );
+                        tests.push(TestSpec {
+                            name,
+                            workload,
+                            nemesis,
+                            db: db.clone(),
+                            repetition,
+                        });
+                    }
+                }
+            }
+        }
+        tests
+    }
+}
+
+/// A path-like entry (with a `/` or a `.yaml`/`.yml` ending) relative to the suite's folder;
+/// a bare name as is.
+fn locate(suite_dir: &Path, entry: &str) -> String {
+    let is_path = entry.contains('/') || entry.ends_with(".yaml") || entry.ends_with(".yml");
+    if is_path && Path::new(entry).is_relative() {
+        PathBuf::from(suite_dir).join(entry).display().to_string()
+    } else {
+        entry.to_string()
+    }
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "suite".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn suite(yaml: &str) -> anyhow::Result<SuiteFile> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        SuiteFile::load(&path)
+    }
+
+    #[test]
+    fn the_matrix_is_every_combination_times_the_repetitions() {
+        let s = suite("workloads: [register, fixtures/w.yaml]\nnemeses: [none, partition, kill]\nrepetitions: 2\n").unwrap();
+        let tests = s.expand(Path::new("/suites"));
+        assert_eq!(tests.len(), 2 * 3 * 2);
+        assert_eq!(
+            tests[0],
+            TestSpec {
+                name: "register-none-zookeeper".into(),
+                workload: "register".into(),
+                nemesis: "none".into(),
+                db: "zookeeper".into(),
+                repetition: 1
+            }
+        );
+        assert_eq!(tests[3].workload, "/suites/fixtures/w.yaml");
+        assert_eq!(tests[3].name, "w-none-zookeeper");
+        assert!(
+            tests[..6].iter().all(|t| t.repetition == 1)
+                && tests[6..].iter().all(|t| t.repetition == 2)
+        );
+        let mut names: Vec<_> = tests.iter().map(|t| (&t.name, t.repetition)).collect();
+        names.dedup();
+        assert_eq!(names.len(), 12, "each test once per repetition");
+    }
+
+    #[test]
+    fn shipped_suites_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let nightly = SuiteFile::load(&root.join("suites/nightly.yaml")).unwrap();
+        assert_eq!(nightly.expand(&root.join("suites")).len(), 6);
+        assert_eq!(
+            nightly.time_limit.unwrap().0,
+            std::time::Duration::from_secs(60)
+        );
+        SuiteFile::load(&root.join("suites/smoke.yaml")).unwrap();
+    }
+
+    #[test]
+    fn bad_suites_are_rejected_naming_the_file_and_field() {
+        let cases = [
+            (
+                "workloads: []\nnemeses: [none]\n",
+                "workloads: the list is empty",
+            ),
+            (
+                "workloads: [register]\nnemeses: [none]\nrepetitions: 0\n",
+                "repetitions: must be at least 1",
+            ),
+            (
+                "workloads: [register]\nnemeses: [none]\nset: [nofield]\n",
+                "set: \"nofield\"",
+            ),
+            (
+                "workloads: [register]\nnemeses: [none]\ntime_limit: 60\n",
+                "s.yaml:3",
+            ),
+            ("workloads: [register]\nnemesis: [none]\n", "s.yaml:2"),
+            (
+                "workloads: [register]\nnemeses: [--evil]\n",
+                "nemeses: bad entry",
+            ),
+        ];
+        for (yaml, expected) in cases {
+            let err = format!("{:#}", suite(yaml).unwrap_err());
+            assert!(
+                err.contains(expected) && err.contains("s.yaml"),
+                "{yaml:?}: {err}"
+            );
+        }
+    }
+}

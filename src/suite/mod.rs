@@ -1,0 +1,12 @@
+//! Suites: a matrix of tests (workloads × nemeses × DBs × repetitions) run unattended, one
+//! `stampede test` process per test, summarised as `summary.json`, a JUnit XML report and an
+//! `index.html` in the suite's folder.
+
+pub mod file;
+pub mod html;
+pub mod junit;
+pub mod runner;
+pub mod summary;
+
+pub use file::SuiteFile;
+pub use summary::{Summary, Verdict};

@@ -1,0 +1,481 @@
+//! Runs the contenders of a lock workload: each process slot loops acquire → hold (steps on
+//! the protected resource) → release → pause until the time limit, one ZooKeeper session per
+//! process, recording `acquire`, `hold` and `release` operations into the history.
+//!
+//! History conventions: `acquire` invoke value null, `ok` value = the fencing token (the lock
+//! node's czxid, also in `zxid`); `hold` is the critical section as the resource saw it
+//! (see [`super::resource`]); `release` invoke value null, `ok` when the lock node was
+//! deleted, `info` when the outcome is unknown or the holder stopped holding because its
+//! session was disconnected or expired (the lock is then released implicitly, some time after
+//! the invocation). A process is retired after any `acquire` that did not end `ok` and after
+//! any `release` that ended `info`, and its session closed.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use zookeeper_client::{SessionState, StateWatcher};
+
+use super::herd::HerdMeter;
+use super::recipe::{Held, Recipe, Requests};
+use super::resource::Resource;
+use super::{lock_latencies, HerdStats, LockConfig, LockLatencies, OnDisconnect, ResourceStats};
+use crate::client::{classify, ensemble_string, ClientOptions, NodeEndpoint, ProcessIds, Session};
+use crate::generator::faults::{self, HealGuard};
+use crate::generator::stop::Stop;
+use crate::history::{Meta, OpType, Process, Recorder};
+use crate::nemesis::Nemesis;
+use crate::workload::WorkloadFile;
+
+/// Pause before trying again to open a session that could not be opened.
+const RECONNECT_DELAY: Duration = Duration::from_millis(250);
+
+/// What a lock run does: the settings, how many contenders, for how long, against which
+/// servers.
+#[derive(Debug, Clone)]
+pub struct ContenderRun {
+    /// The `lock` section of the workload file.
+    pub cfg: LockConfig,
+    /// Contenders at once (the generator's concurrency).
+    pub contenders: usize,
+    /// How long contenders keep taking the lock.
+    pub time_limit: Duration,
+    /// The test run's id: one znode name under `/stampede`.
+    pub run_id: String,
+    /// The ZooKeeper servers.
+    pub endpoints: Vec<NodeEndpoint>,
+}
+
+/// What a lock run did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LockRunSummary {
+    /// The recipe's workload name, e.g. `lock-sequential`.
+    pub recipe: &'static str,
+    /// Process ids handed out (each a session).
+    pub processes: u64,
+    /// Acquisitions that ended `ok`.
+    pub acquired: u64,
+    /// Acquisitions that ended `fail`.
+    pub acquire_failed: u64,
+    /// Acquisitions that ended `info` (including waits abandoned at the end of the run).
+    pub acquire_info: u64,
+    /// Releases that ended `ok`.
+    pub released: u64,
+    /// Releases that ended `info` (unknown outcome, or the holder stopped holding).
+    pub release_info: u64,
+    /// Holds ended early because the session was disconnected or expired (by the
+    /// `on_disconnect` policy) or a re-entry found the lock gone.
+    pub lost_while_holding: u64,
+    /// Successful re-entries (with `reentrant: true`).
+    pub reentries: u64,
+    /// Acquisitions per contender slot, in slot order.
+    pub acquisitions_per_contender: Vec<u64>,
+    /// Watch notifications and reaction requests per release (client side).
+    pub herd: HerdStats,
+    /// Acquire and hand-off latencies.
+    pub latency: LockLatencies,
+    /// What the protected resource saw.
+    pub resource: ResourceStats,
+    /// The caller stopped the run before the time limit.
+    pub cancelled: bool,
+    /// Faults that could not be healed (run `stampede heal`); set by [`run`].
+    pub heal_failures: Vec<String>,
+}
+
+/// What one contender slot did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    acquired: u64,
+    acquire_failed: u64,
+    acquire_info: u64,
+    released: u64,
+    release_info: u64,
+    lost_while_holding: u64,
+    reentries: u64,
+}
+
+struct Shared {
+    recipe: Recipe,
+    cfg: LockConfig,
+    options: ClientOptions,
+    endpoints: Vec<NodeEndpoint>,
+    recorder: Arc<Recorder>,
+    resource: Resource,
+    meter: HerdMeter,
+    ids: ProcessIds,
+}
+
+/// How a round of one contender ended.
+enum Round {
+    /// Released normally: pause, then contend again with the same process.
+    Again,
+    /// The process is retired: open a new session before contending again.
+    Retire,
+    /// The run ended.
+    End,
+}
+
+/// Creates the lock's znodes, then runs `run.contenders` contenders for `run.time_limit` (or
+/// until `stop` turns true), recording into `recorder`. Fails if the setup session cannot be
+/// opened or the history cannot be written.
+pub async fn run_contenders(
+    run: &ContenderRun,
+    recorder: Arc<Recorder>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<LockRunSummary> {
+    run.cfg.validate().map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(run.contenders > 0, "a lock run needs at least 1 contender");
+    anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
+    let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
+    let options = run.cfg.client_options();
+    setup(&recipe, &run.endpoints, &options).await?;
+
+    let shared = Arc::new(Shared {
+        recipe,
+        cfg: run.cfg.clone(),
+        options,
+        endpoints: run.endpoints.clone(),
+        resource: Resource::new(recorder.clone(), run.cfg.fencing),
+        recorder,
+        meter: HerdMeter::default(),
+        ids: ProcessIds::default(),
+    });
+    let deadline = Instant::now() + run.time_limit;
+    let mut tasks = JoinSet::new();
+    for slot in 0..run.contenders {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        tasks.spawn(async move { (slot, contend(&shared, slot, deadline, stop).await) });
+    }
+    let mut per_slot = vec![Tally::default(); run.contenders];
+    while let Some(joined) = tasks.join_next().await {
+        let (slot, tally) = joined.context("a contender panicked")?;
+        per_slot[slot] = tally.context("recording a lock operation")?;
+    }
+    let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
+    Ok(LockRunSummary {
+        recipe: run.cfg.recipe.workload_name(),
+        processes: shared.ids.count(),
+        acquired: sum(|t| t.acquired),
+        acquire_failed: sum(|t| t.acquire_failed),
+        acquire_info: sum(|t| t.acquire_info),
+        released: sum(|t| t.released),
+        release_info: sum(|t| t.release_info),
+        lost_while_holding: sum(|t| t.lost_while_holding),
+        reentries: sum(|t| t.reentries),
+        acquisitions_per_contender: per_slot.iter().map(|t| t.acquired).collect(),
+        herd: shared.meter.stats(),
+        latency: lock_latencies(&shared.recorder.ops()),
+        resource: shared.resource.stats(),
+        cancelled: is_raised(&stop),
+        heal_failures: Vec::new(),
+    })
+}
+
+/// `stampede test` for a lock workload: runs the contenders of `file.lock` (as many as
+/// `file.generator.concurrency`, for `file.generator.time_limit`) while the generator's
+/// nemesis schedule starts and stops `nemeses` in turn, then heals every fault. Setting
+/// `cancel` to true (Ctrl-C) ends the run early; no fault is left active on return, and heals
+/// that failed are listed in the summary.
+pub async fn run(
+    file: &WorkloadFile,
+    run_id: &str,
+    endpoints: Vec<NodeEndpoint>,
+    nemeses: Vec<Arc<dyn Nemesis>>,
+    recorder: Arc<Recorder>,
+    cancel: watch::Receiver<bool>,
+) -> anyhow::Result<LockRunSummary> {
+    let gen = &file.generator;
+    gen.validate().map_err(anyhow::Error::msg)?;
+    let run = ContenderRun {
+        cfg: file.lock.clone(),
+        contenders: gen.concurrency,
+        time_limit: gen.time_limit.0,
+        run_id: run_id.to_string(),
+        endpoints,
+    };
+    let guard = HealGuard::new(nemeses.clone(), recorder.clone());
+    let (abort_tx, abort_rx) = watch::channel(false);
+    let stop = Stop::new(cancel.clone(), abort_rx);
+    let contenders = async {
+        let summary = run_contenders(&run, recorder.clone(), cancel).await;
+        // The contenders are done: end the nemesis schedule too.
+        let _ = abort_tx.send(true);
+        summary
+    };
+    let (interval, duration) = (gen.nemesis_interval.0, gen.nemesis_duration.0);
+    let schedule = faults::schedule(&nemeses, &recorder, interval, duration, stop);
+    let (summary, schedule) = tokio::join!(contenders, schedule);
+    let heal_failures = guard.heal().await;
+    let mut summary = summary?;
+    schedule.context("recording a nemesis operation")?;
+    summary.heal_failures = heal_failures;
+    Ok(summary)
+}
+
+/// Creates the lock's parent znodes through a session to the whole ensemble.
+async fn setup(
+    recipe: &Recipe,
+    endpoints: &[NodeEndpoint],
+    options: &ClientOptions,
+) -> anyhow::Result<()> {
+    let connect = ensemble_string(endpoints);
+    let wait = 2 * options.session_timeout;
+    let client = tokio::time::timeout(
+        wait,
+        zookeeper_client::Client::connector()
+            .with_session_timeout(options.session_timeout)
+            .connect(&connect),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("no ZooKeeper session to {connect} within {wait:?}"))?
+    .with_context(|| format!("connecting to {connect} for setup"))?;
+    recipe
+        .setup(&client)
+        .await
+        .with_context(|| format!("creating {}", recipe.dir()))
+}
+
+/// Completes when the run should end: `stop` raised or `deadline` passed.
+async fn ended(stop: &mut watch::Receiver<bool>, deadline: Instant) {
+    let raised = async {
+        if stop.wait_for(|s| *s).await.is_err() {
+            // The sender is gone without stopping: only the deadline ends the run.
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        _ = raised => {}
+        _ = tokio::time::sleep_until(deadline) => {}
+    }
+}
+
+/// Whether `stop` was raised.
+fn is_raised(stop: &watch::Receiver<bool>) -> bool {
+    *stop.borrow()
+}
+
+/// One contender slot's loop; fails only if the history cannot be written.
+async fn contend(
+    shared: &Shared,
+    slot: usize,
+    deadline: Instant,
+    mut stop: watch::Receiver<bool>,
+) -> io::Result<Tally> {
+    let mut tally = Tally::default();
+    let mut session: Option<Session> = None;
+    while !is_raised(&stop) && Instant::now() < deadline {
+        if session.as_ref().is_some_and(Session::is_dead) {
+            session = None;
+        }
+        let Some(current) = &session else {
+            let opening = Session::open(&shared.ids, &shared.endpoints, slot, &shared.options);
+            tokio::select! {
+                _ = ended(&mut stop, deadline) => break,
+                opened = opening => match opened {
+                    Ok(s) => session = Some(s),
+                    Err(e) => {
+                        tracing::debug!(slot, "cannot open a session: {e}");
+                        tokio::select! {
+                            _ = ended(&mut stop, deadline) => break,
+                            _ = tokio::time::sleep(RECONNECT_DELAY) => {}
+                        }
+                    }
+                },
+            }
+            continue;
+        };
+        match round(shared, current, deadline, &mut stop, &mut tally).await? {
+            Round::Again => {
+                tokio::select! {
+                    _ = ended(&mut stop, deadline) => break,
+                    _ = tokio::time::sleep(shared.cfg.pause.0) => {}
+                }
+            }
+            Round::Retire => session = None,
+            Round::End => break,
+        }
+    }
+    Ok(tally)
+}
+
+/// One acquire → hold → release round of `session`'s process.
+async fn round(
+    shared: &Shared,
+    session: &Session,
+    deadline: Instant,
+    stop: &mut watch::Receiver<bool>,
+    tally: &mut Tally,
+) -> io::Result<Round> {
+    let process = Process::Client(session.process);
+    let meta = Meta {
+        node: session.node.clone(),
+        ..Meta::default()
+    };
+    let record = |kind, f: &str, value: Value, meta: Meta| {
+        shared.recorder.record(kind, process, f, value, meta)
+    };
+    let identity = session.process.to_string();
+    record(OpType::Invoke, "acquire", Value::Null, meta.clone())?;
+    let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
+    let acquired = tokio::select! {
+        biased;
+        _ = ended(stop, deadline) => None,
+        r = shared.recipe.acquire(&session.client, &identity, &mut req) => Some(r),
+    };
+    let held = match acquired {
+        None => {
+            let error = Some("abandoned: the run ended while waiting for the lock".into());
+            record(OpType::Info, "acquire", Value::Null, Meta { error, ..meta })?;
+            tally.acquire_info += 1;
+            return Ok(Round::End);
+        }
+        Some(Err(e)) => {
+            let kind = classify(&e);
+            let error = Some(e.to_string());
+            record(kind, "acquire", Value::Null, Meta { error, ..meta })?;
+            match kind {
+                OpType::Fail => tally.acquire_failed += 1,
+                _ => tally.acquire_info += 1,
+            }
+            return Ok(Round::Retire);
+        }
+        Some(Ok(held)) => held,
+    };
+    let ok = Meta {
+        zxid: Some(held.token),
+        ..meta.clone()
+    };
+    record(OpType::Ok, "acquire", json!(held.token), ok)?;
+    tally.acquired += 1;
+
+    let lost = hold(shared, session, &held, &identity, tally).await?;
+    record(OpType::Invoke, "release", Value::Null, meta.clone())?;
+    if let Some(reason) = lost {
+        tally.lost_while_holding += 1;
+        tally.release_info += 1;
+        let error = Some(reason);
+        record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
+        return Ok(Round::Retire);
+    }
+    shared.meter.released();
+    let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
+    match shared
+        .recipe
+        .release(&session.client, &held, &mut req)
+        .await
+    {
+        Ok(()) => {
+            record(OpType::Ok, "release", Value::Null, meta)?;
+            tally.released += 1;
+            Ok(Round::Again)
+        }
+        Err(e) => {
+            let error = Some(e.to_string());
+            record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
+            tally.release_info += 1;
+            Ok(Round::Retire)
+        }
+    }
+}
+
+/// The critical section: enters the resource, does the configured steps (re-entering once
+/// when `reentrant`), and exits. Returns why it stopped holding early, if it did.
+async fn hold(
+    shared: &Shared,
+    session: &Session,
+    held: &Held,
+    identity: &str,
+    tally: &mut Tally,
+) -> io::Result<Option<String>> {
+    let process = session.process;
+    let cfg = &shared.cfg;
+    shared
+        .resource
+        .enter(process, held.token, session.node.clone())?;
+    let think = cfg.hold.0 / cfg.steps;
+    let mut states = session.client.state_watcher();
+    let mut lost = None;
+    for step in 0..cfg.steps {
+        if let Some(reason) = lost_by_policy(states.peek_state(), cfg.on_disconnect) {
+            lost = Some(reason);
+            break;
+        }
+        tokio::select! {
+            reason = session_lost(&mut states, cfg.on_disconnect) => {
+                lost = Some(reason);
+                break;
+            }
+            // A stale step (fencing) is counted by the resource; the holder goes on.
+            _ = shared.resource.step(process, think) => {}
+        }
+        if cfg.reentrant && step == 0 {
+            let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
+            match shared
+                .recipe
+                .reenter(&session.client, identity, held, &mut req)
+                .await
+            {
+                Ok(true) => tally.reentries += 1,
+                Ok(false) => {
+                    lost = Some("re-entry found the lock taken by someone else".into());
+                    break;
+                }
+                Err(e) => {
+                    lost = Some(format!("re-entry: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+    shared.resource.exit(process, lost.clone())?;
+    Ok(lost)
+}
+
+/// Whether a holder in session state `state` must stop holding under `policy`, and why.
+fn lost_by_policy(state: SessionState, policy: OnDisconnect) -> Option<String> {
+    match (state, policy) {
+        (SessionState::Expired, _) => Some("session-expired".into()),
+        (SessionState::Closed, _) => Some("session-closed".into()),
+        (SessionState::AuthFailed, _) => Some("auth-failed".into()),
+        (SessionState::Disconnected, OnDisconnect::AssumeLost) => Some("disconnected".into()),
+        _ => None,
+    }
+}
+
+/// Completes, with the reason, when the session's state makes the holder stop under `policy`.
+async fn session_lost(states: &mut StateWatcher, policy: OnDisconnect) -> String {
+    loop {
+        if let Some(reason) = lost_by_policy(states.changed().await, policy) {
+            return reason;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_decide_when_a_holder_stops() {
+        use OnDisconnect::{AssumeLost, Keep};
+        assert_eq!(
+            lost_by_policy(SessionState::Disconnected, AssumeLost).as_deref(),
+            Some("disconnected")
+        );
+        assert_eq!(lost_by_policy(SessionState::Disconnected, Keep), None);
+        assert_eq!(
+            lost_by_policy(SessionState::Expired, Keep).as_deref(),
+            Some("session-expired")
+        );
+        assert_eq!(
+            lost_by_policy(SessionState::SyncConnected, AssumeLost),
+            None
+        );
+    }
+}

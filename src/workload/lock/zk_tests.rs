@@ -1,0 +1,365 @@
+//! The lock recipes against a real ZooKeeper standalone server on loopback: safe and live
+//! without faults, the herd effect visible in the client-side count, and the `keep` policy's
+//! hazard caught when the holder is isolated past its session timeout, and `assume-lost` safe
+//! through server kills.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::cut_proxy::CutProxy;
+use super::driver::{run_contenders, ContenderRun};
+use super::{LockConfig, LockRunSummary, OnDisconnect, RecipeKind};
+use crate::checker::mutex_overlap::check_lock_history;
+use crate::checker::result::Validity;
+use crate::checker::CheckOptions;
+use crate::client::test_server::ZkServer;
+use crate::client::NodeEndpoint;
+use crate::generator::GeneratorConfig;
+use crate::history::{Op, Recorder};
+use crate::nemesis::{BoxFuture, Nemesis};
+use crate::workload::file::WorkloadKind;
+use crate::workload::WorkloadFile;
+
+fn ms(n: u64) -> crate::config::Duration {
+    crate::config::Duration(Duration::from_millis(n))
+}
+
+/// Runs `cfg` with `contenders` for `secs` seconds under run id `run_id`.
+async fn run(
+    cfg: LockConfig,
+    contenders: usize,
+    secs: u64,
+    run_id: &str,
+    endpoint: NodeEndpoint,
+) -> (LockRunSummary, Vec<Op>) {
+    let recorder = Arc::new(Recorder::in_memory());
+    let (_keep, stop) = watch::channel(false);
+    let run = ContenderRun {
+        cfg,
+        contenders,
+        time_limit: Duration::from_secs(secs),
+        run_id: run_id.into(),
+        endpoints: vec![endpoint],
+    };
+    let summary = run_contenders(&run, recorder.clone(), stop).await.unwrap();
+    (summary, recorder.ops())
+}
+
+fn quick(recipe: RecipeKind, reentrant: bool) -> LockConfig {
+    LockConfig {
+        recipe,
+        reentrant,
+        hold: ms(40),
+        steps: 4,
+        pause: ms(20),
+        session_timeout: ms(4000),
+        ..LockConfig::default()
+    }
+}
+
+/// Asserts no overlap and clean rounds; with `every_contender`, that each contender acquired
+/// at least once (the single-node lock is unfair: with many contenders one may starve).
+fn assert_safe_and_live(summary: &LockRunSummary, ops: &[Op], every_contender: bool) {
+    let name = summary.recipe;
+    let opts = CheckOptions {
+        time_limit: Some(Duration::from_secs(30)),
+        ..CheckOptions::default()
+    };
+    let verdict = check_lock_history(ops, true, &opts).unwrap();
+    assert_eq!(verdict.valid, Validity::Valid, "{name}: {verdict:?}");
+    let holds = verdict.mutual_exclusion.holds;
+    assert!(holds > 20, "{name}: only {holds} holds");
+    assert_eq!(summary.resource.max_inside, 1, "{name}: {summary:?}");
+    assert_eq!(summary.resource.lost_updates, 0, "{name}: {summary:?}");
+    assert_eq!(summary.resource.stale_rejected, 0, "{name}: {summary:?}");
+    assert!(
+        !every_contender || summary.acquisitions_per_contender.iter().all(|&n| n > 0),
+        "{name}: a contender never acquired: {:?}",
+        summary.acquisitions_per_contender
+    );
+    assert_eq!(
+        (
+            summary.acquire_failed,
+            summary.lost_while_holding,
+            summary.release_info
+        ),
+        (0, 0, 0),
+        "{name}: {summary:?}"
+    );
+    assert_eq!(summary.acquired, summary.released, "{name}: {summary:?}");
+    let latency = summary.latency;
+    assert_eq!(
+        latency.acquire.count, summary.acquired,
+        "{name}: {latency:?}"
+    );
+    assert!(
+        latency.handoff.count + 1 >= summary.released,
+        "{name}: {latency:?}"
+    );
+    assert!(
+        latency.handoff.p50_ms < latency.acquire.max_ms,
+        "{name}: {latency:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_lock_recipe_is_safe_and_live_without_faults() {
+    let server = ZkServer::start();
+    let runs = RecipeKind::ALL.map(|recipe| {
+        let endpoint = server.endpoint();
+        // Re-entry is exercised by the single-node lock (its identity check) and the herd.
+        let reentrant = recipe != RecipeKind::Sequential;
+        let run_id = format!("safe-{}", recipe.workload_name());
+        tokio::spawn(async move { run(quick(recipe, reentrant), 5, 8, &run_id, endpoint).await })
+    });
+    for joined in runs {
+        let (summary, ops) = joined.await.unwrap();
+        assert_safe_and_live(&summary, &ops, true);
+        if summary.recipe != "lock-sequential" {
+            assert_eq!(summary.reentries, summary.acquired, "{summary:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn naive_recipes_notify_ten_times_more_per_release_than_the_sequential_lock() {
+    let server = ZkServer::start();
+    let runs = RecipeKind::ALL.map(|recipe| {
+        let endpoint = server.endpoint();
+        let run_id = format!("herd-{}", recipe.workload_name());
+        tokio::spawn(async move { run(quick(recipe, false), 20, 8, &run_id, endpoint).await })
+    });
+    let mut per_release = std::collections::BTreeMap::new();
+    for joined in runs {
+        let (summary, ops) = joined.await.unwrap();
+        let fair = summary.recipe != "lock-single-node";
+        assert_safe_and_live(&summary, &ops, fair);
+        assert!(summary.herd.releases >= 20, "{summary:?}");
+        eprintln!(
+            "{}: {:?} {:?}",
+            summary.recipe, summary.herd, summary.latency
+        );
+        per_release.insert(summary.recipe, summary.herd);
+    }
+    let sequential = per_release["lock-sequential"].notifications_mean;
+    assert!(sequential > 0.0, "{per_release:?}");
+    for naive in ["lock-sequential-herd", "lock-single-node"] {
+        let herd = &per_release[naive];
+        assert!(
+            herd.notifications_mean >= 10.0 * sequential,
+            "{naive}: {herd:?} against lock-sequential {sequential}"
+        );
+        assert!(herd.requests_mean > per_release["lock-sequential"].requests_mean);
+    }
+}
+
+/// Isolates the node of whoever holds the lock when it starts: cuts that node's proxy.
+struct IsolateHolder {
+    recorder: Arc<Recorder>,
+    proxies: Vec<(String, Arc<CutProxy>)>,
+}
+
+impl IsolateHolder {
+    /// The node of the process inside the critical section, if any.
+    fn holder_node(&self) -> Option<String> {
+        let mut inside = std::collections::HashMap::new();
+        for op in self.recorder.ops().into_iter().filter(|o| o.f == "hold") {
+            match op.kind {
+                crate::history::OpType::Invoke => _ = inside.insert(op.process, op.node),
+                _ => _ = inside.remove(&op.process),
+            }
+        }
+        inside.into_values().next().flatten()
+    }
+}
+
+impl Nemesis for IsolateHolder {
+    fn kind(&self) -> &str {
+        "partition"
+    }
+    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        Box::pin(async move {
+            for _ in 0..100 {
+                if let Some(node) = self.holder_node() {
+                    let (_, proxy) = self.proxies.iter().find(|(n, _)| *n == node).unwrap();
+                    proxy.set_cut(true);
+                    return Ok(serde_json::json!({ "isolated": node }));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            anyhow::bail!("nobody held the lock")
+        })
+    }
+    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        Box::pin(async move {
+            self.proxies.iter().for_each(|(_, p)| p.set_cut(false));
+            Ok(serde_json::json!("healed"))
+        })
+    }
+}
+
+/// Two contenders, each behind its own proxy; the holder's proxy is cut for longer than the
+/// session timeout while it holds the lock for longer still.
+async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRunSummary, Vec<Op>) {
+    let upstream = format!("127.0.0.1:{}", server.endpoint().port)
+        .parse()
+        .unwrap();
+    let mut proxies = Vec::new();
+    let mut endpoints = Vec::new();
+    for i in 0..2 {
+        let proxy = Arc::new(CutProxy::start(upstream).await);
+        let name = format!("n{i}");
+        endpoints.push(NodeEndpoint {
+            name: name.clone(),
+            host: "127.0.0.1".into(),
+            port: proxy.port(),
+        });
+        proxies.push((name, proxy));
+    }
+    let recorder = Arc::new(Recorder::in_memory());
+    let nemesis: Arc<dyn Nemesis> = Arc::new(IsolateHolder {
+        recorder: recorder.clone(),
+        proxies,
+    });
+    let file = WorkloadFile {
+        workload: WorkloadKind::Lock,
+        register: Default::default(),
+        lock: LockConfig {
+            recipe: RecipeKind::Sequential,
+            on_disconnect: policy,
+            hold: ms(5000),
+            steps: 10,
+            pause: ms(100),
+            op_timeout: ms(1000),
+            session_timeout: ms(2000),
+            ..LockConfig::default()
+        },
+        generator: GeneratorConfig {
+            concurrency: 2,
+            time_limit: ms(9000),
+            nemesis_interval: ms(1000),
+            nemesis_duration: ms(4000),
+            ..GeneratorConfig::default()
+        },
+    };
+    let run_id = format!("isolate-{policy:?}");
+    let (_keep, cancel) = watch::channel(false);
+    let summary = super::run(
+        &file,
+        &run_id,
+        endpoints,
+        vec![nemesis],
+        recorder.clone(),
+        cancel,
+    )
+    .await
+    .unwrap();
+    assert!(summary.heal_failures.is_empty(), "{summary:?}");
+    (summary, recorder.ops())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_keeps_the_lock_while_isolated_overlaps_and_is_caught() {
+    let server = ZkServer::start();
+    let (keep, assume_lost) = tokio::join!(
+        isolate_the_holder(OnDisconnect::Keep, &server),
+        isolate_the_holder(OnDisconnect::AssumeLost, &server)
+    );
+    let opts = CheckOptions {
+        time_limit: Some(Duration::from_secs(30)),
+        ..CheckOptions::default()
+    };
+    let (summary, ops) = keep;
+    let verdict = check_lock_history(&ops, true, &opts).unwrap();
+    assert_eq!(verdict.valid, Validity::Invalid, "keep: {summary:?}");
+    let overlaps = &verdict.mutual_exclusion.overlaps;
+    assert!(!overlaps.is_empty(), "keep: {verdict:?}");
+    assert!(
+        overlaps.iter().all(|o| o.nemesis == ["partition"]),
+        "{overlaps:?}"
+    );
+    assert!(summary.resource.max_inside >= 2, "{summary:?}");
+    eprintln!("keep: {overlaps:?}");
+
+    let (summary, ops) = assume_lost;
+    let verdict = check_lock_history(&ops, true, &opts).unwrap();
+    assert_eq!(verdict.valid, Validity::Valid, "assume-lost: {verdict:?}");
+    assert!(summary.lost_while_holding >= 1, "assume-lost: {summary:?}");
+    assert_eq!(summary.resource.max_inside, 1, "{summary:?}");
+}
+
+/// Kills the ZooKeeper server (SIGKILL) and starts it again on stop.
+struct KillServer(Arc<std::sync::Mutex<ZkServer>>);
+
+impl Nemesis for KillServer {
+    fn kind(&self) -> &str {
+        "kill"
+    }
+    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        let server = self.0.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
+            Ok(serde_json::json!("killed"))
+        })
+    }
+    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        let server = self.0.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
+            Ok(serde_json::json!("restarted"))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sequential_lock_assuming_loss_stays_safe_when_the_server_is_killed() {
+    let server = Arc::new(std::sync::Mutex::new(ZkServer::start()));
+    let endpoint = server.lock().unwrap().endpoint();
+    let file = WorkloadFile {
+        workload: WorkloadKind::Lock,
+        register: Default::default(),
+        lock: LockConfig {
+            op_timeout: ms(1000),
+            session_timeout: ms(3000),
+            ..quick(RecipeKind::Sequential, false)
+        },
+        generator: GeneratorConfig {
+            concurrency: 4,
+            time_limit: ms(12000),
+            nemesis_interval: ms(2000),
+            nemesis_duration: ms(2000),
+            ..GeneratorConfig::default()
+        },
+    };
+    let recorder = Arc::new(Recorder::in_memory());
+    let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
+    let (_keep, cancel) = watch::channel(false);
+    let summary = super::run(
+        &file,
+        "kill",
+        vec![endpoint],
+        vec![kill],
+        recorder.clone(),
+        cancel,
+    )
+    .await
+    .unwrap();
+    assert!(summary.heal_failures.is_empty(), "{summary:?}");
+    let ops = recorder.ops();
+    let kills = ops.iter().filter(|o| o.f == "start-kill").count();
+    assert!(kills >= 2, "the server was killed during the run");
+    let opts = CheckOptions {
+        time_limit: Some(Duration::from_secs(30)),
+        ..CheckOptions::default()
+    };
+    let verdict = check_lock_history(&ops, true, &opts).unwrap();
+    assert_eq!(verdict.valid, Validity::Valid, "{verdict:?}");
+    assert_eq!(summary.resource.max_inside, 1, "{summary:?}");
+    assert!(
+        summary.acquire_info + summary.release_info > 0,
+        "{summary:?}"
+    );
+    assert!(summary.acquired > 10, "{summary:?}");
+}

@@ -1,0 +1,137 @@
+//! What the integration tests that run on a local cluster share: running the `stampede`
+//! binary against a cluster of their own, and a harness (for `harness = false` test targets)
+//! that makes the cluster, runs the scenarios in order, checks after each that nothing was
+//! left behind, and always removes the cluster, ending with the `N passed, N failed` line.
+
+#![allow(dead_code)] // each test target uses its own part of this module
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A local cluster that one test target makes for itself.
+pub struct TestCluster {
+    /// The cluster's name (its namespaces are `<name>-nI`).
+    pub name: &'static str,
+    /// Its private /24, distinct from every other test target's.
+    pub subnet: &'static str,
+    /// A scratch folder, the working directory of every command (results go there).
+    pub work: PathBuf,
+}
+
+/// A named scenario.
+pub type Scenario = (&'static str, fn(&TestCluster));
+
+/// Both output streams, for assertion messages.
+pub fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// The last line a command printed on standard output.
+pub fn last_line(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").to_string()
+}
+
+impl TestCluster {
+    /// A cluster called `name` on `subnet` (not made yet).
+    pub fn new(name: &'static str, subnet: &'static str) -> TestCluster {
+        let work = std::env::temp_dir().join(format!("stampede-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&work).unwrap();
+        TestCluster { name, subnet, work }
+    }
+
+    /// A `stampede` command aimed at this cluster, run in the scratch folder.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stampede"));
+        command.args(args).current_dir(&self.work).env("STAMPEDE_CLUSTER", self.name);
+        command
+    }
+
+    /// Runs `stampede args…` against this cluster.
+    pub fn stampede(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("cannot run stampede")
+    }
+
+    /// Runs `stampede args…` and returns its standard output, failing the test on an error.
+    pub fn stampede_ok(&self, args: &[&str]) -> String {
+        let out = self.stampede(args);
+        assert!(out.status.success(), "stampede {args:?} failed: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// The results folder a `stampede test` run printed (`results: DIR`).
+    pub fn results_dir(&self, out: &Output) -> PathBuf {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let dir = stdout.lines().find_map(|l| l.strip_prefix("results: ")).unwrap_or_else(|| panic!("no results line in {}", text(out)));
+        self.work.join(dir)
+    }
+
+    /// Makes the cluster with `nodes` nodes, runs `setup`, then each scenario followed by
+    /// `after_each`; heals and tears the database down after a failed scenario; always removes
+    /// the cluster (checked by `after_all`); prints the summary line and exits.
+    pub fn run(&self, nodes: usize, setup: fn(&TestCluster), scenarios: &[Scenario], after_each: fn(&TestCluster), after_all: fn(&TestCluster)) -> ! {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { geteuid() } != 0 {
+            eprintln!("this test needs root (network namespaces, sshd): run the test suite as root");
+            std::process::exit(1);
+        }
+        let (mut passed, mut failed) = (0, 0);
+        let mut record = |name: &str, ok: bool| {
+            println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
+            if ok { passed += 1 } else { failed += 1 }
+        };
+        let nodes = nodes.to_string();
+        let made = std::panic::catch_unwind(|| {
+            self.stampede_ok(&["cluster", "up", "--nodes", &nodes, "--subnet", self.subnet]);
+            setup(self);
+        });
+        if made.is_ok() {
+            for (name, scenario) in scenarios {
+                let ok = std::panic::catch_unwind(|| {
+                    scenario(self);
+                    after_each(self);
+                })
+                .is_ok();
+                if !ok {
+                    let _ = self.stampede(&["heal"]);
+                    let _ = self.stampede(&["db", "teardown"]);
+                }
+                record(name, ok);
+            }
+            let _ = self.stampede(&["db", "teardown"]);
+        } else {
+            record("cluster_setup", false);
+        }
+        let removed = std::panic::catch_unwind(|| {
+            self.stampede_ok(&["cluster", "down"]);
+            after_all(self);
+        });
+        if removed.is_err() {
+            let _ = self.stampede(&["cluster", "down"]);
+        }
+        record("cluster_down_leaves_nothing", removed.is_ok());
+        let _ = std::fs::remove_dir_all(&self.work);
+        println!("{passed} passed, {failed} failed");
+        std::process::exit(if failed == 0 { 0 } else { 1 });
+    }
+}
+
+/// Checks that `cluster down` left no namespace, bridge, veth, process or state of `name`.
+pub fn assert_cluster_gone(cluster: &TestCluster) {
+    let name = cluster.name;
+    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&netns.stdout).contains(&format!("{name}-")), "namespaces left");
+    let bridge = Command::new("ip").args(["link", "show", &format!("{name}-br")]).output().unwrap();
+    assert!(!bridge.status.success(), "bridge left");
+    let links = Command::new("ip").args(["link"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&links.stdout).contains(&format!("{name}-v")), "veth left");
+    let processes = Command::new("pgrep").args(["-f", &format!("clusters/{name}/")]).output().unwrap();
+    assert!(String::from_utf8_lossy(&processes.stdout).trim().is_empty(), "processes left");
+    assert!(!Path::new(&format!("/var/lib/stampede/clusters/{name}")).exists(), "state dir left");
+}
+
+/// Does nothing (for `setup` or `after_each` when a target needs none).
+pub fn nothing(_: &TestCluster) {}
+
+extern "C" {
+    fn geteuid() -> u32;
+}

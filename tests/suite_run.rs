@@ -1,0 +1,214 @@
+//! Integration test of `stampede suite`: a 2 workloads × 2 nemeses suite runs unattended on a
+//! local cluster of its own and leaves summary.json, junit.xml and index.html that agree with
+//! each other and with the tests' own results folders.
+//!
+//! A custom harness (`harness = false`): the cluster is made at the start and always removed
+//! at the end. Needs root on Linux.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const CLUSTER: &str = "stsuite";
+const SUBNET: &str = "10.241.11.0/24";
+
+fn stampede(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(args)
+        .current_dir(cwd)
+        .env("STAMPEDE_CLUSTER", CLUSTER)
+        .output()
+        .expect("cannot run stampede")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn a_two_by_two_suite_runs_unattended_and_reports_consistently(work: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let suite = work.join("two-by-two.yaml");
+    std::fs::write(
+        &suite,
+        format!(
+            "name: two-by-two\nworkloads: [{}, {}]\nnemeses: [none, partition]\ntime_limit: 6s\nset:\n  - generator.quiet_period=2s\n  - generator.nemesis_interval=2s\n  - generator.nemesis_duration=4s\n",
+            root.join("workloads/register.yaml").display(),
+            root.join("suites/fixtures/register-writes.yaml").display()
+        ),
+    )
+    .unwrap();
+    let out = stampede(&["suite", "two-by-two.yaml"], work);
+    let dir: PathBuf = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("suite: ").map(PathBuf::from))
+        .unwrap_or_else(|| panic!("no suite line: {}", text(&out)));
+    assert!(
+        dir.starts_with(std::fs::canonicalize(work.join("results/suites/two-by-two")).unwrap()),
+        "{}",
+        dir.display()
+    );
+
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["finished"], true);
+    let tests = summary["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 4, "{summary:#}");
+    let mut combos: Vec<(String, String)> = tests
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["nemesis"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    combos.sort();
+    let names: Vec<&str> = combos.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "register-none-zookeeper",
+            "register-partition-zookeeper",
+            "register-writes-none-zookeeper",
+            "register-writes-partition-zookeeper"
+        ]
+    );
+    for t in tests {
+        assert_eq!(t["verdict"], "valid", "{t:#}\n{}", text(&out));
+        assert_eq!(t["exit_code"], 0);
+        let results = dir.join(t["results"].as_str().unwrap());
+        let verdict: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(results.join("results.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            verdict["valid"], true,
+            "the summary agrees with the test's results.json"
+        );
+        let config = std::fs::read_to_string(results.join("test.yaml")).unwrap();
+        assert!(config.contains(&format!("name: {}", t["name"].as_str().unwrap())));
+        assert!(
+            config.contains("time_limit: 6s"),
+            "the suite's time limit reached the test"
+        );
+        if t["name"].as_str().unwrap().starts_with("register-writes") {
+            assert!(
+                config.contains("read: 0"),
+                "the second workload file was used"
+            );
+        }
+        if t["nemesis"] == "partition" {
+            let history = std::fs::read_to_string(results.join("history.jsonl")).unwrap();
+            assert!(
+                history.contains("\"start-partition\""),
+                "the partition nemesis ran"
+            );
+        }
+    }
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert_eq!(junit.matches("<testcase ").count(), 4);
+    assert!(
+        junit.contains("tests=\"4\" failures=\"0\" errors=\"0\""),
+        "{junit}"
+    );
+    assert!(!junit.contains("<failure") && !junit.contains("<error"));
+    let index = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert_eq!(index.matches("data-verdict=\"valid\"").count(), 4);
+    for t in tests {
+        assert!(index.contains(&format!(
+            "href=\"{}/timeline.html\"",
+            t["results"].as_str().unwrap()
+        )));
+    }
+}
+
+fn a_suite_goes_on_after_a_test_that_errors(work: &Path) {
+    let suite = work.join("broken.yaml");
+    std::fs::write(&suite, "workloads: [register]\nnemeses: [no-such-nemesis, none]\ntime_limit: 3s\nset: [generator.quiet_period=1s]\n").unwrap();
+    let out = stampede(&["suite", "broken.yaml"], work);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an errored test makes the suite exit 2: {}",
+        text(&out)
+    );
+    let dir = std::fs::canonicalize(work.join("results/suites/broken/latest")).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let tests = summary["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 2, "the suite went on: {summary:#}");
+    assert_eq!(tests[0]["verdict"], "error");
+    assert!(
+        tests[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-nemesis"),
+        "{}",
+        tests[0]["error"]
+    );
+    assert_eq!(tests[0]["results"], serde_json::Value::Null);
+    assert_eq!(tests[1]["verdict"], "valid", "{}", text(&out));
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert_eq!(junit.matches("<error ").count(), 1, "{junit}");
+}
+
+type Scenario = (&'static str, fn(&Path));
+
+fn main() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { geteuid() } != 0 {
+        eprintln!(
+            "tests/suite_run.rs needs root (network namespaces, sshd): run the test suite as root"
+        );
+        std::process::exit(1);
+    }
+    let work = std::env::temp_dir().join(format!("stampede-suite-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let scenarios: &[Scenario] = &[
+        (
+            "a_two_by_two_suite_runs_unattended_and_reports_consistently",
+            a_two_by_two_suite_runs_unattended_and_reports_consistently,
+        ),
+        (
+            "a_suite_goes_on_after_a_test_that_errors",
+            a_suite_goes_on_after_a_test_that_errors,
+        ),
+    ];
+    let (mut passed, mut failed) = (0, 0);
+    let up = stampede(
+        &["cluster", "up", "--nodes", "3", "--subnet", SUBNET],
+        &work,
+    );
+    if up.status.success() {
+        for (name, scenario) in scenarios {
+            if std::panic::catch_unwind(|| scenario(&work)).is_ok() {
+                passed += 1;
+                println!("test {name} ... ok");
+            } else {
+                failed += 1;
+                println!("test {name} ... FAILED");
+                let _ = stampede(&["heal"], &work);
+                let _ = stampede(&["db", "teardown"], &work);
+            }
+        }
+    } else {
+        failed += 1;
+        println!("test cluster_up ... FAILED: {}", text(&up));
+    }
+    let down = stampede(&["cluster", "down"], &work);
+    if !down.status.success() {
+        failed += 1;
+        println!("test cluster_down ... FAILED: {}", text(&down));
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    println!("{passed} passed, {failed} failed");
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+extern "C" {
+    fn geteuid() -> u32;
+}
