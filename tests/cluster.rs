@@ -24,7 +24,11 @@ fn stampede_ok(args: &[&str]) -> String {
 }
 
 fn spawn(args: &[&str]) -> Child {
-    TEST.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("cannot run stampede")
+    TEST.command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run stampede")
 }
 
 /// Each node's mode as `db status` reports it: ("n1", "leader"), …
@@ -42,7 +46,11 @@ fn modes() -> Vec<(String, String)> {
 }
 
 fn leaders() -> Vec<String> {
-    modes().into_iter().filter(|(_, m)| m == "leader").map(|(n, _)| n).collect()
+    modes()
+        .into_iter()
+        .filter(|(_, m)| m == "leader")
+        .map(|(n, _)| n)
+        .collect()
 }
 
 fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
@@ -53,7 +61,10 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
         }
         std::thread::sleep(Duration::from_millis(300));
     }
-    panic!("timed out after {limit:?} waiting until {what}; modes now: {:?}", modes());
+    panic!(
+        "timed out after {limit:?} waiting until {what}; modes now: {:?}",
+        modes()
+    );
 }
 
 fn healthy_ensemble() -> bool {
@@ -71,82 +82,189 @@ fn assert_nothing_left(_: &TestCluster) {
         assert!(line.ends_with(": 0"), "iptables rules left behind: {rules}");
     }
     let pattern = "QuorumPeerMain /var/lib/stampede/db/10.241.9.";
-    let pids = std::process::Command::new("pgrep").args(["-f", pattern]).output().unwrap();
-    let pids: Vec<String> = String::from_utf8_lossy(&pids.stdout).split_whitespace().map(str::to_string).collect();
-    assert_eq!(pids.len(), 3, "expected exactly one server per node, found pids {pids:?}");
+    let pids = std::process::Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .unwrap();
+    let pids: Vec<String> = String::from_utf8_lossy(&pids.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        pids.len(),
+        3,
+        "expected exactly one server per node, found pids {pids:?}"
+    );
     for pid in &pids {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next()).unwrap_or(None);
+        let state = stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| rest.chars().next())
+            .unwrap_or(None);
         assert_ne!(state, Some('T'), "server {pid} is left paused");
     }
     for i in 1..=3 {
         let pidfile = format!("/var/lib/stampede/db/10.241.9.{i}/server.pid");
         let pid = std::fs::read_to_string(&pidfile).unwrap_or_default();
-        assert!(pids.contains(&pid.trim().to_string()), "{pidfile} names {pid:?}, not a running server of ours");
+        assert!(
+            pids.contains(&pid.trim().to_string()),
+            "{pidfile} names {pid:?}, not a running server of ours"
+        );
     }
 }
 
 fn ensemble_forms_with_one_leader(_: &TestCluster) {
-    wait_for("the ensemble has one leader", Duration::from_secs(30), healthy_ensemble);
+    wait_for(
+        "the ensemble has one leader",
+        Duration::from_secs(30),
+        healthy_ensemble,
+    );
     let m = modes();
-    assert_eq!(m.iter().filter(|(_, s)| s == "follower").count(), 2, "{m:?}");
+    assert_eq!(
+        m.iter().filter(|(_, s)| s == "follower").count(),
+        2,
+        "{m:?}"
+    );
 }
 
 fn isolating_the_leader_elects_another(_: &TestCluster) {
     let old = leaders().pop().expect("a leader");
-    let mut fault = spawn(&["nemesis", "run", "--kind", "partition", "--target", "leader", "--duration", "25s"]);
-    wait_for("the majority elects a new leader and the old one stops serving", Duration::from_secs(25), || {
-        let m = modes();
-        let new_leader = m.iter().any(|(n, s)| s == "leader" && n != &old);
-        let old_down = m.iter().any(|(n, s)| n == &old && s == "not serving");
-        new_leader && old_down
-    });
+    let mut fault = spawn(&[
+        "nemesis",
+        "run",
+        "--kind",
+        "partition",
+        "--target",
+        "leader",
+        "--duration",
+        "25s",
+    ]);
+    wait_for(
+        "the majority elects a new leader and the old one stops serving",
+        Duration::from_secs(25),
+        || {
+            let m = modes();
+            let new_leader = m.iter().any(|(n, s)| s == "leader" && n != &old);
+            let old_down = m.iter().any(|(n, s)| n == &old && s == "not serving");
+            new_leader && old_down
+        },
+    );
     let status = fault.wait().unwrap();
-    assert!(status.success(), "nemesis run failed: {:?}", fault.stderr.take().map(std::io::read_to_string));
-    wait_for("the old leader rejoins as a follower", Duration::from_secs(30), || {
-        healthy_ensemble() && modes().iter().any(|(n, s)| n == &old && s == "follower")
-    });
+    assert!(
+        status.success(),
+        "nemesis run failed: {:?}",
+        fault.stderr.take().map(std::io::read_to_string)
+    );
+    wait_for(
+        "the old leader rejoins as a follower",
+        Duration::from_secs(30),
+        || healthy_ensemble() && modes().iter().any(|(n, s)| n == &old && s == "follower"),
+    );
 }
 
 fn killed_follower_restarts_and_rejoins(_: &TestCluster) {
-    let follower = modes().into_iter().find(|(_, s)| s == "follower").expect("a follower").0;
-    let mut fault = spawn(&["nemesis", "run", "--kind", "kill", "--target", &follower, "--duration", "6s"]);
-    wait_for("the killed follower stops serving", Duration::from_secs(5), || {
-        modes().iter().any(|(n, s)| n == &follower && s == "not serving")
-    });
-    let servers = std::process::Command::new("pgrep").args(["-f", "QuorumPeerMain /var/lib/stampede/db/10.241.9."]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&servers.stdout).lines().count(), 2, "the killed server's process is gone");
+    let follower = modes()
+        .into_iter()
+        .find(|(_, s)| s == "follower")
+        .expect("a follower")
+        .0;
+    let mut fault = spawn(&[
+        "nemesis",
+        "run",
+        "--kind",
+        "kill",
+        "--target",
+        &follower,
+        "--duration",
+        "6s",
+    ]);
+    wait_for(
+        "the killed follower stops serving",
+        Duration::from_secs(5),
+        || {
+            modes()
+                .iter()
+                .any(|(n, s)| n == &follower && s == "not serving")
+        },
+    );
+    let servers = std::process::Command::new("pgrep")
+        .args(["-f", "QuorumPeerMain /var/lib/stampede/db/10.241.9."])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&servers.stdout).lines().count(),
+        2,
+        "the killed server's process is gone"
+    );
     assert!(fault.wait().unwrap().success());
     wait_for("the follower rejoins", Duration::from_secs(30), || {
-        healthy_ensemble() && modes().iter().any(|(n, s)| n == &follower && s == "follower")
+        healthy_ensemble()
+            && modes()
+                .iter()
+                .any(|(n, s)| n == &follower && s == "follower")
     });
 }
 
 fn paused_leader_resumes(_: &TestCluster) {
     let old = leaders().pop().expect("a leader");
-    let mut fault = spawn(&["nemesis", "run", "--kind", "pause", "--target", "leader", "--duration", "15s"]);
-    wait_for("the paused leader stops answering and another leads", Duration::from_secs(15), || {
-        let m = modes();
-        m.iter().any(|(n, s)| n == &old && s == "not serving") && m.iter().any(|(n, s)| n != &old && s == "leader")
-    });
+    let mut fault = spawn(&[
+        "nemesis",
+        "run",
+        "--kind",
+        "pause",
+        "--target",
+        "leader",
+        "--duration",
+        "15s",
+    ]);
+    wait_for(
+        "the paused leader stops answering and another leads",
+        Duration::from_secs(15),
+        || {
+            let m = modes();
+            m.iter().any(|(n, s)| n == &old && s == "not serving")
+                && m.iter().any(|(n, s)| n != &old && s == "leader")
+        },
+    );
     assert!(fault.wait().unwrap().success());
-    wait_for("the old leader is back in the ensemble", Duration::from_secs(30), || {
-        healthy_ensemble() && modes().iter().any(|(n, s)| n == &old && s != "not serving")
-    });
+    wait_for(
+        "the old leader is back in the ensemble",
+        Duration::from_secs(30),
+        || healthy_ensemble() && modes().iter().any(|(n, s)| n == &old && s != "not serving"),
+    );
 }
 
 fn sigint_mid_partition_heals(_: &TestCluster) {
-    let mut fault = spawn(&["nemesis", "run", "--kind", "partition", "--target", "halves", "--duration", "120s"]);
+    let mut fault = spawn(&[
+        "nemesis",
+        "run",
+        "--kind",
+        "partition",
+        "--target",
+        "halves",
+        "--duration",
+        "120s",
+    ]);
     wait_for("the partition is in place", Duration::from_secs(15), || {
-        stampede_ok(&["exec", "--", "iptables -S | grep -c -- '^-A' || true"]).lines().any(|l| !l.ends_with(": 0"))
+        stampede_ok(&["exec", "--", "iptables -S | grep -c -- '^-A' || true"])
+            .lines()
+            .any(|l| !l.ends_with(": 0"))
     });
     // SAFETY: signalling our own child process.
     unsafe { libc_kill(fault.id() as i32, 2) };
     let status = fault.wait().unwrap();
-    assert_eq!(status.code(), Some(2), "an interrupted nemesis run exits with 2");
+    assert_eq!(
+        status.code(),
+        Some(2),
+        "an interrupted nemesis run exits with 2"
+    );
     let stdout = std::io::read_to_string(fault.stdout.take().unwrap()).unwrap();
     assert!(stdout.contains("interrupted by SIGINT; healed"), "{stdout}");
-    wait_for("the ensemble heals", Duration::from_secs(30), healthy_ensemble);
+    wait_for(
+        "the ensemble heals",
+        Duration::from_secs(30),
+        healthy_ensemble,
+    );
 }
 
 extern "C" {
@@ -156,10 +274,24 @@ extern "C" {
 
 fn heal_restarts_a_server_killed_behind_our_back(_: &TestCluster) {
     let victim = "n2";
-    stampede_ok(&["exec", "--node", victim, "--", "kill -9 $(cat /var/lib/stampede/db/10.241.9.2/server.pid)"]);
-    wait_for("n2 is down", Duration::from_secs(10), || modes().iter().any(|(n, s)| n == victim && s == "not serving"));
+    stampede_ok(&[
+        "exec",
+        "--node",
+        victim,
+        "--",
+        "kill -9 $(cat /var/lib/stampede/db/10.241.9.2/server.pid)",
+    ]);
+    wait_for("n2 is down", Duration::from_secs(10), || {
+        modes()
+            .iter()
+            .any(|(n, s)| n == victim && s == "not serving")
+    });
     stampede_ok(&["heal"]);
-    wait_for("heal restarted n2", Duration::from_secs(30), healthy_ensemble);
+    wait_for(
+        "heal restarted n2",
+        Duration::from_secs(30),
+        healthy_ensemble,
+    );
 }
 
 /// Runs `args` and asserts a one-line error (exit 2) that contains `needle`.
@@ -168,31 +300,69 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(out.status.code(), Some(2), "stampede {args:?}: {stderr}");
-    assert_eq!(lines.len(), 1, "one line expected from {args:?}, got: {stderr}");
-    assert!(lines[0].starts_with("error: ") && lines[0].contains(needle), "{args:?}: {stderr}");
+    assert_eq!(
+        lines.len(),
+        1,
+        "one line expected from {args:?}, got: {stderr}"
+    );
+    assert!(
+        lines[0].starts_with("error: ") && lines[0].contains(needle),
+        "{args:?}: {stderr}"
+    );
 }
 
 fn bad_input_gets_one_line_errors(_: &TestCluster) {
-    assert_one_line_error(&["heal", "--nodes", "root@127.0.0.1:1"], "cannot connect to 127.0.0.1:1");
+    assert_one_line_error(
+        &["heal", "--nodes", "root@127.0.0.1:1"],
+        "cannot connect to 127.0.0.1:1",
+    );
     assert_one_line_error(&["db", "setup", "--nodes", "127.0.0.1:1"], "on 127.0.0.1:");
     let dir = std::env::temp_dir().join(format!("stampede-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("other_key");
     let _ = std::fs::remove_file(&key);
-    let made = std::process::Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&key).status().unwrap();
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
     assert!(made.success());
-    let nodes = format!("/var/lib/stampede/clusters/sttest/nodes");
-    let known = format!("/var/lib/stampede/clusters/sttest/known_hosts");
+    let nodes = "/var/lib/stampede/clusters/sttest/nodes";
+    let known = "/var/lib/stampede/clusters/sttest/known_hosts";
     let key = key.display().to_string();
-    let out = stampede(&["exec", "--nodes-file", &nodes, "--ssh-key", &key, "--known-hosts", &known, "--node", "n1", "--", "true"]);
+    let out = stampede(&[
+        "exec",
+        "--nodes-file",
+        nodes,
+        "--ssh-key",
+        &key,
+        "--known-hosts",
+        known,
+        "--node",
+        "n1",
+        "--",
+        "true",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("n1: error:") && stderr.contains("was refused for user root"), "{stderr}");
+    assert!(
+        stderr.contains("n1: error:") && stderr.contains("was refused for user root"),
+        "{stderr}"
+    );
     assert_eq!(out.status.code(), Some(1));
-    assert_one_line_error(&["nemesis", "run", "--kind", "flood"], "unknown nemesis kind \"flood\"");
-    assert_one_line_error(&["nemesis", "run", "--kind", "kill", "--target", "n9"], "no such node");
+    assert_one_line_error(
+        &["nemesis", "run", "--kind", "flood"],
+        "unknown nemesis kind \"flood\"",
+    );
+    assert_one_line_error(
+        &["nemesis", "run", "--kind", "kill", "--target", "n9"],
+        "no such node",
+    );
     let bad = dir.join("nodes");
     std::fs::write(&bad, "n1 root@10.241.9.1\nn2 root@10.241.9.2:port\n").unwrap();
-    assert_one_line_error(&["db", "status", "--nodes-file", &bad.display().to_string()], "nodes:2: bad port");
+    assert_one_line_error(
+        &["db", "status", "--nodes-file", &bad.display().to_string()],
+        "nodes:2: bad port",
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -202,33 +372,64 @@ fn a_release_tarball_installs_and_serves(_: &TestCluster) {
     let dir = std::env::temp_dir().join(format!("stampede-tarball-{}", std::process::id()));
     let lib = dir.join("apache-zookeeper-3.8.0-bin/lib");
     std::fs::create_dir_all(&lib).unwrap();
-    for jar in ["zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-log4j12.jar", "log4j-1.2.jar"] {
+    for jar in [
+        "zookeeper.jar",
+        "zookeeper-jute.jar",
+        "slf4j-api.jar",
+        "slf4j-log4j12.jar",
+        "log4j-1.2.jar",
+    ] {
         std::fs::copy(format!("/usr/share/java/{jar}"), lib.join(jar)).unwrap();
     }
     let tarball = dir.join("apache-zookeeper-3.8.0-bin.tar.gz");
-    let made = std::process::Command::new("tar").arg("-czf").arg(&tarball).arg("-C").arg(&dir).arg("apache-zookeeper-3.8.0-bin").status().unwrap();
+    let made = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&dir)
+        .arg("apache-zookeeper-3.8.0-bin")
+        .status()
+        .unwrap();
     assert!(made.success());
     let tarball = tarball.display().to_string();
     stampede_ok(&["db", "teardown"]);
     stampede_ok(&["db", "setup", "--zookeeper-tarball", &tarball]);
     assert!(healthy_ensemble(), "{:?}", modes());
-    let cmdlines = std::process::Command::new("pgrep").args(["-af", "QuorumPeerMain /var/lib/stampede/db/10.241.9."]).output().unwrap();
+    let cmdlines = std::process::Command::new("pgrep")
+        .args(["-af", "QuorumPeerMain /var/lib/stampede/db/10.241.9."])
+        .output()
+        .unwrap();
     let cmdlines = String::from_utf8_lossy(&cmdlines.stdout);
-    assert_eq!(cmdlines.matches("/dist/lib/*").count(), 3, "servers run from the tarball: {cmdlines}");
+    assert_eq!(
+        cmdlines.matches("/dist/lib/*").count(),
+        3,
+        "servers run from the tarball: {cmdlines}"
+    );
     stampede_ok(&["db", "teardown", "--zookeeper-tarball", &tarball]);
     stampede_ok(&["db", "setup"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn cluster_up_is_idempotent_and_repairs(_: &TestCluster) {
-    let pid: u32 = std::fs::read_to_string("/var/lib/stampede/clusters/sttest/n3/sshd.pid").unwrap().trim().parse().unwrap();
+    let pid: u32 = std::fs::read_to_string("/var/lib/stampede/clusters/sttest/n3/sshd.pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     // SAFETY: killing the test cluster's own sshd, found by its pid file.
     unsafe { libc_kill(pid as i32, 9) };
     std::thread::sleep(Duration::from_millis(200));
     stampede_ok(&["cluster", "up", "--nodes", "3", "--subnet", TEST.subnet]);
     let status = stampede_ok(&["cluster", "status"]);
-    assert_eq!(status.lines().filter(|l| l.contains(" up ")).count(), 3, "{status}");
-    assert!(!status.contains(&format!("sshd pid {pid},")), "sshd was restarted: {status}");
+    assert_eq!(
+        status.lines().filter(|l| l.contains(" up ")).count(),
+        3,
+        "{status}"
+    );
+    assert!(
+        !status.contains(&format!("sshd pid {pid},")),
+        "sshd was restarted: {status}"
+    );
 }
 
 fn setup(_: &TestCluster) {
@@ -237,15 +438,42 @@ fn setup(_: &TestCluster) {
 
 fn main() {
     let scenarios: &[common::Scenario] = &[
-        ("ensemble_forms_with_one_leader", ensemble_forms_with_one_leader),
-        ("isolating_the_leader_elects_another", isolating_the_leader_elects_another),
-        ("killed_follower_restarts_and_rejoins", killed_follower_restarts_and_rejoins),
+        (
+            "ensemble_forms_with_one_leader",
+            ensemble_forms_with_one_leader,
+        ),
+        (
+            "isolating_the_leader_elects_another",
+            isolating_the_leader_elects_another,
+        ),
+        (
+            "killed_follower_restarts_and_rejoins",
+            killed_follower_restarts_and_rejoins,
+        ),
         ("paused_leader_resumes", paused_leader_resumes),
         ("sigint_mid_partition_heals", sigint_mid_partition_heals),
-        ("heal_restarts_a_server_killed_behind_our_back", heal_restarts_a_server_killed_behind_our_back),
-        ("bad_input_gets_one_line_errors", bad_input_gets_one_line_errors),
-        ("a_release_tarball_installs_and_serves", a_release_tarball_installs_and_serves),
-        ("cluster_up_is_idempotent_and_repairs", cluster_up_is_idempotent_and_repairs),
+        (
+            "heal_restarts_a_server_killed_behind_our_back",
+            heal_restarts_a_server_killed_behind_our_back,
+        ),
+        (
+            "bad_input_gets_one_line_errors",
+            bad_input_gets_one_line_errors,
+        ),
+        (
+            "a_release_tarball_installs_and_serves",
+            a_release_tarball_installs_and_serves,
+        ),
+        (
+            "cluster_up_is_idempotent_and_repairs",
+            cluster_up_is_idempotent_and_repairs,
+        ),
     ];
-    TEST.run(3, setup, scenarios, assert_nothing_left, common::assert_cluster_gone);
+    TEST.run(
+        3,
+        setup,
+        scenarios,
+        assert_nothing_left,
+        common::assert_cluster_gone,
+    );
 }

@@ -14,7 +14,12 @@ use common::{text, TestCluster};
 use serde_json::Value;
 
 /// Runs a test with the nemesis package `yaml` and returns its results folder and history.
-fn run_test(cluster: &TestCluster, name: &str, yaml: &str, extra: &[&str]) -> (PathBuf, Vec<Value>) {
+fn run_test(
+    cluster: &TestCluster,
+    name: &str,
+    yaml: &str,
+    extra: &[&str],
+) -> (PathBuf, Vec<Value>) {
     let nemesis = cluster.work.join(format!("{name}.yaml"));
     std::fs::write(&nemesis, yaml).unwrap();
     let nemesis = nemesis.display().to_string();
@@ -22,19 +27,34 @@ fn run_test(cluster: &TestCluster, name: &str, yaml: &str, extra: &[&str]) -> (P
     args.extend_from_slice(extra);
     let out = cluster.stampede(&args);
     let last = common::last_line(&out);
-    assert!(matches!(out.status.code(), Some(0) | Some(1)) && last.starts_with("verdict: "), "the run ended with a verdict: {}", text(&out));
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)) && last.starts_with("verdict: "),
+        "the run ended with a verdict: {}",
+        text(&out)
+    );
     let dir = cluster.results_dir(&out);
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
-    (dir, history.lines().map(|l| serde_json::from_str(l).unwrap()).collect())
+    (
+        dir,
+        history
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect(),
+    )
 }
 
 /// Completions of nemesis operations named `f`.
 fn nemesis_completions<'a>(history: &'a [Value], f: &str) -> Vec<&'a Value> {
-    history.iter().filter(|op| op["process"] == "nemesis" && op["f"] == f && op["type"] != "invoke").collect()
+    history
+        .iter()
+        .filter(|op| op["process"] == "nemesis" && op["f"] == f && op["type"] != "invoke")
+        .collect()
 }
 
 fn offset(op: &Value, node: &str) -> f64 {
-    op["value"]["offsets_ms"][node].as_f64().unwrap_or_else(|| panic!("no offset of {node} in {op}"))
+    op["value"]["offsets_ms"][node]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no offset of {node} in {op}"))
 }
 
 fn assert_no_fault_left(cluster: &TestCluster) {
@@ -42,7 +62,10 @@ fn assert_no_fault_left(cluster: &TestCluster) {
         &["exec", "--", "echo $(iptables -S | grep -c -- '^-A') $(iptables -t mangle -S | grep -c -- '^-A') $(pgrep -fc '[a]gent-netem')"],
     );
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        assert!(line.ends_with(": 0 0 0"), "filter rules, mangle rules, packet agents left: {line}");
+        assert!(
+            line.ends_with(": 0 0 0"),
+            "filter rules, mangle rules, packet agents left: {line}"
+        );
     }
     for i in 1..=3 {
         let file = format!("/var/lib/stampede/db/10.241.13.{i}/faketime");
@@ -56,16 +79,30 @@ fn clock_bump_and_strobe_are_measured_and_reset(cluster: &TestCluster) {
     let yaml = "faults:\n\
                 \x20 - {kind: clock, target: leader, clock: {mode: bump, delta_ms: 3000}}\n\
                 \x20 - {kind: clock, target: follower, clock: {mode: strobe, delta_ms: 1500, period: 6s}}\n";
-    let args = ["--time-limit", "34s", "--set", "generator.nemesis_interval=2s", "--set", "generator.nemesis_duration=9s", "--keep-db"];
+    let args = [
+        "--time-limit",
+        "34s",
+        "--set",
+        "generator.nemesis_interval=2s",
+        "--set",
+        "generator.nemesis_duration=9s",
+        "--keep-db",
+    ];
     let (dir, history) = run_test(cluster, "clock", yaml, &args);
     let starts = nemesis_completions(&history, "start-clock");
     assert!(starts.len() >= 2, "both clock faults ran: {starts:?}");
     for (start, expected) in starts.iter().take(2).zip([3000.0, 1500.0]) {
-        let hit = start["value"]["nodes"][0].as_str().expect("a targeted node").to_string();
+        let hit = start["value"]["nodes"][0]
+            .as_str()
+            .expect("a targeted node")
+            .to_string();
         for node in ["n1", "n2", "n3"] {
             let measured = offset(start, node);
             let want = if node == hit { expected } else { 0.0 };
-            assert!((measured - want).abs() < 300.0, "{node}: measured {measured} ms, expected about {want} ({start})");
+            assert!(
+                (measured - want).abs() < 300.0,
+                "{node}: measured {measured} ms, expected about {want} ({start})"
+            );
         }
     }
     // Each stop resets every clock; a strobe still running when the run ends is stopped
@@ -84,13 +121,32 @@ fn clock_bump_and_strobe_are_measured_and_reset(cluster: &TestCluster) {
 /// `[start, stop]` window of `kind`.
 fn median_latency(history: &[Value], f: &str, kind: &str, inside: bool) -> f64 {
     let time = |op: &Value| op["time"].as_u64().unwrap();
-    let starts: Vec<u64> = nemesis_completions(history, &format!("start-{kind}")).iter().map(|o| time(o)).collect();
-    let stops: Vec<u64> =
-        history.iter().filter(|o| o["process"] == "nemesis" && o["f"] == format!("stop-{kind}") && o["type"] == "invoke").map(time).collect();
-    let windows: Vec<(u64, u64)> = starts.iter().map(|s| (*s, stops.iter().copied().find(|t| t > s).unwrap_or(u64::MAX))).collect();
+    let starts: Vec<u64> = nemesis_completions(history, &format!("start-{kind}"))
+        .iter()
+        .map(|o| time(o))
+        .collect();
+    let stops: Vec<u64> = history
+        .iter()
+        .filter(|o| {
+            o["process"] == "nemesis" && o["f"] == format!("stop-{kind}") && o["type"] == "invoke"
+        })
+        .map(time)
+        .collect();
+    let windows: Vec<(u64, u64)> = starts
+        .iter()
+        .map(|s| {
+            (
+                *s,
+                stops.iter().copied().find(|t| t > s).unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
     let mut open = std::collections::HashMap::new();
     let mut latencies = Vec::new();
-    for op in history.iter().filter(|o| o["process"] != "nemesis" && o["f"] == f) {
+    for op in history
+        .iter()
+        .filter(|o| o["process"] != "nemesis" && o["f"] == f)
+    {
         let process = op["process"].as_u64().unwrap();
         match op["type"].as_str().unwrap() {
             "invoke" => {
@@ -109,7 +165,11 @@ fn median_latency(history: &[Value], f: &str, kind: &str, inside: bool) -> f64 {
             }
         }
     }
-    assert!(latencies.len() >= 10, "too few {f} ops {} the {kind} windows", if inside { "inside" } else { "outside" });
+    assert!(
+        latencies.len() >= 10,
+        "too few {f} ops {} the {kind} windows",
+        if inside { "inside" } else { "outside" }
+    );
     latencies.sort_by(f64::total_cmp);
     latencies[latencies.len() / 2]
 }
@@ -120,36 +180,84 @@ fn median_latency(history: &[Value], f: &str, kind: &str, inside: bool) -> f64 {
 fn packet_delay_raises_latency_by_about_the_delay(cluster: &TestCluster) {
     let yaml = "faults:\n  - {kind: packet, target: all, netem: {delay: 100ms, jitter: 0ms}}\n";
     let args = [
-        "--time-limit", "30s", "--set", "generator.nemesis_interval=6s", "--set", "generator.nemesis_duration=12s",
-        "--set", "register.sync_reads=false",
+        "--time-limit",
+        "30s",
+        "--set",
+        "generator.nemesis_interval=6s",
+        "--set",
+        "generator.nemesis_duration=12s",
+        "--set",
+        "register.sync_reads=false",
     ];
     let (_, history) = run_test(cluster, "packet", yaml, &args);
-    let (clear, delayed) = (median_latency(&history, "read", "packet", false), median_latency(&history, "read", "packet", true));
-    let (write_clear, write_delayed) = (median_latency(&history, "write", "packet", false), median_latency(&history, "write", "packet", true));
+    let (clear, delayed) = (
+        median_latency(&history, "read", "packet", false),
+        median_latency(&history, "read", "packet", true),
+    );
+    let (write_clear, write_delayed) = (
+        median_latency(&history, "write", "packet", false),
+        median_latency(&history, "write", "packet", true),
+    );
     println!("median read latency without delay {clear:.1} ms, with 100 ms delay {delayed:.1} ms");
     println!("median write latency without delay {write_clear:.1} ms, with 100 ms delay {write_delayed:.1} ms");
-    assert!((80.0..=200.0).contains(&(delayed - clear)), "a read rises by about the delay: {clear:.1} ms -> {delayed:.1} ms");
-    assert!(write_delayed - write_clear >= 100.0, "a write rises by at least the delay: {write_clear:.1} -> {write_delayed:.1} ms");
+    assert!(
+        (80.0..=200.0).contains(&(delayed - clear)),
+        "a read rises by about the delay: {clear:.1} ms -> {delayed:.1} ms"
+    );
+    assert!(
+        write_delayed - write_clear >= 100.0,
+        "a write rises by at least the delay: {write_clear:.1} -> {write_delayed:.1} ms"
+    );
 }
 
 fn every_fault_kind_in_one_test_is_healed(cluster: &TestCluster) {
-    let yaml = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("nemeses/all.yaml")).unwrap();
-    let args = ["--time-limit", "60s", "--set", "generator.nemesis_interval=1s", "--set", "generator.nemesis_duration=3s"];
+    let yaml =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("nemeses/all.yaml"))
+            .unwrap();
+    let args = [
+        "--time-limit",
+        "60s",
+        "--set",
+        "generator.nemesis_interval=1s",
+        "--set",
+        "generator.nemesis_duration=3s",
+    ];
     let (_, history) = run_test(cluster, "all", &yaml, &args);
     for kind in ["partition", "kill", "pause", "clock", "packet"] {
         let started = nemesis_completions(&history, &format!("start-{kind}"));
         let stopped = nemesis_completions(&history, &format!("stop-{kind}"));
-        assert!(started.iter().any(|op| op["error"].is_null()), "{kind} was injected");
-        assert!(stopped.len() >= started.len(), "{kind} was healed each time");
+        assert!(
+            started.iter().any(|op| op["error"].is_null()),
+            "{kind} was injected"
+        );
+        assert!(
+            stopped.len() >= started.len(),
+            "{kind} was healed each time"
+        );
     }
 }
 
 fn main() {
     let scenarios: &[common::Scenario] = &[
-        ("clock_bump_and_strobe_are_measured_and_reset", clock_bump_and_strobe_are_measured_and_reset),
-        ("packet_delay_raises_latency_by_about_the_delay", packet_delay_raises_latency_by_about_the_delay),
-        ("every_fault_kind_in_one_test_is_healed", every_fault_kind_in_one_test_is_healed),
+        (
+            "clock_bump_and_strobe_are_measured_and_reset",
+            clock_bump_and_strobe_are_measured_and_reset,
+        ),
+        (
+            "packet_delay_raises_latency_by_about_the_delay",
+            packet_delay_raises_latency_by_about_the_delay,
+        ),
+        (
+            "every_fault_kind_in_one_test_is_healed",
+            every_fault_kind_in_one_test_is_healed,
+        ),
     ];
     let cluster = TestCluster::new("stfault", "10.241.13.0/24");
-    cluster.run(3, common::nothing, scenarios, assert_no_fault_left, common::assert_cluster_gone);
+    cluster.run(
+        3,
+        common::nothing,
+        scenarios,
+        assert_no_fault_left,
+        common::assert_cluster_gone,
+    );
 }

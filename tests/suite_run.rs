@@ -5,30 +5,14 @@
 //! A custom harness (`harness = false`): the cluster is made at the start and always removed
 //! at the end. Needs root on Linux.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-const CLUSTER: &str = "stsuite";
-const SUBNET: &str = "10.241.11.0/24";
+use common::{text, TestCluster};
 
-fn stampede(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stampede"))
-        .args(args)
-        .current_dir(cwd)
-        .env("STAMPEDE_CLUSTER", CLUSTER)
-        .output()
-        .expect("cannot run stampede")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn a_two_by_two_suite_runs_unattended_and_reports_consistently(work: &Path) {
+fn a_two_by_two_suite_runs_unattended_and_reports_consistently(cluster: &TestCluster) {
+    let work = &cluster.work;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let suite = work.join("two-by-two.yaml");
     std::fs::write(
@@ -40,7 +24,7 @@ fn a_two_by_two_suite_runs_unattended_and_reports_consistently(work: &Path) {
         ),
     )
     .unwrap();
-    let out = stampede(&["suite", "two-by-two.yaml"], work);
+    let out = cluster.stampede(&["suite", "two-by-two.yaml"]);
     let dir: PathBuf = String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("suite: ").map(PathBuf::from))
@@ -126,10 +110,11 @@ fn a_two_by_two_suite_runs_unattended_and_reports_consistently(work: &Path) {
     }
 }
 
-fn a_suite_goes_on_after_a_test_that_errors(work: &Path) {
+fn a_suite_goes_on_after_a_test_that_errors(cluster: &TestCluster) {
+    let work = &cluster.work;
     let suite = work.join("broken.yaml");
     std::fs::write(&suite, "workloads: [register]\nnemeses: [no-such-nemesis, none]\ntime_limit: 3s\nset: [generator.quiet_period=1s]\n").unwrap();
-    let out = stampede(&["suite", "broken.yaml"], work);
+    let out = cluster.stampede(&["suite", "broken.yaml"]);
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -156,19 +141,8 @@ fn a_suite_goes_on_after_a_test_that_errors(work: &Path) {
     assert_eq!(junit.matches("<error ").count(), 1, "{junit}");
 }
 
-type Scenario = (&'static str, fn(&Path));
-
 fn main() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { geteuid() } != 0 {
-        eprintln!(
-            "tests/suite_run.rs needs root (network namespaces, sshd): run the test suite as root"
-        );
-        std::process::exit(1);
-    }
-    let work = std::env::temp_dir().join(format!("stampede-suite-{}", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
-    let scenarios: &[Scenario] = &[
+    let scenarios: &[common::Scenario] = &[
         (
             "a_two_by_two_suite_runs_unattended_and_reports_consistently",
             a_two_by_two_suite_runs_unattended_and_reports_consistently,
@@ -178,37 +152,11 @@ fn main() {
             a_suite_goes_on_after_a_test_that_errors,
         ),
     ];
-    let (mut passed, mut failed) = (0, 0);
-    let up = stampede(
-        &["cluster", "up", "--nodes", "3", "--subnet", SUBNET],
-        &work,
+    TestCluster::new("stsuite", "10.241.11.0/24").run(
+        3,
+        common::nothing,
+        scenarios,
+        common::nothing,
+        common::assert_cluster_gone,
     );
-    if up.status.success() {
-        for (name, scenario) in scenarios {
-            if std::panic::catch_unwind(|| scenario(&work)).is_ok() {
-                passed += 1;
-                println!("test {name} ... ok");
-            } else {
-                failed += 1;
-                println!("test {name} ... FAILED");
-                let _ = stampede(&["heal"], &work);
-                let _ = stampede(&["db", "teardown"], &work);
-            }
-        }
-    } else {
-        failed += 1;
-        println!("test cluster_up ... FAILED: {}", text(&up));
-    }
-    let down = stampede(&["cluster", "down"], &work);
-    if !down.status.success() {
-        failed += 1;
-        println!("test cluster_down ... FAILED: {}", text(&down));
-    }
-    let _ = std::fs::remove_dir_all(&work);
-    println!("{passed} passed, {failed} failed");
-    std::process::exit(if failed == 0 { 0 } else { 1 });
-}
-
-extern "C" {
-    fn geteuid() -> u32;
 }

@@ -25,7 +25,11 @@ pub struct AgentArgs {
 
 /// Runs the agent until it is killed.
 pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!((0.0..=1.0).contains(&args.loss), "--loss {} is not a probability from 0 to 1", args.loss);
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&args.loss),
+        "--loss {} is not a probability from 0 to 1",
+        args.loss
+    );
     let shaping = Shaping {
         delay: Duration::from_millis(args.delay_ms),
         jitter: Duration::from_millis(args.jitter_ms),

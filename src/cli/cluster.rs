@@ -35,7 +35,11 @@ enum Action {
 pub fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
     match args.action {
         Action::Up { nodes, subnet } => {
-            let spec = Spec { name: args.name.clone(), nodes, subnet: cluster::parse_subnet(&subnet)? };
+            let spec = Spec {
+                name: args.name.clone(),
+                nodes,
+                subnet: cluster::parse_subnet(&subnet)?,
+            };
             let count = spec.nodes;
             let made = cluster::up(spec)?;
             println!(
@@ -59,10 +63,26 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
             for n in &nodes {
                 let up = n.namespace && n.sshd_pid.is_some() && n.ssh_reachable;
                 all_up &= up;
-                let sshd = n.sshd_pid.map(|p| format!("sshd pid {p}")).unwrap_or_else(|| "no sshd".into());
-                let ns = if n.namespace { "namespace" } else { "no namespace" };
-                let ssh = if n.ssh_reachable { "ssh answers" } else { "ssh does not answer" };
-                println!("{:<4} {:<15} {}  {ns}, {sshd}, {ssh}", n.name, n.address, if up { "up  " } else { "DOWN" });
+                let sshd = n
+                    .sshd_pid
+                    .map(|p| format!("sshd pid {p}"))
+                    .unwrap_or_else(|| "no sshd".into());
+                let ns = if n.namespace {
+                    "namespace"
+                } else {
+                    "no namespace"
+                };
+                let ssh = if n.ssh_reachable {
+                    "ssh answers"
+                } else {
+                    "ssh does not answer"
+                };
+                println!(
+                    "{:<4} {:<15} {}  {ns}, {sshd}, {ssh}",
+                    n.name,
+                    n.address,
+                    if up { "up  " } else { "DOWN" }
+                );
             }
             return Ok(ExitCode::from(if all_up { 0 } else { 1 }));
         }

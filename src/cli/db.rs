@@ -33,10 +33,17 @@ pub struct DbChoice {
 impl DbChoice {
     /// The database for the nodes `targets` picks; on the local cluster its servers run under
     /// libfaketime so that clock faults never touch the shared kernel clock.
-    pub fn build(&self, targets: &TargetArgs, nodes: Vec<crate::control::Node>) -> anyhow::Result<Box<dyn Db>> {
+    pub fn build(
+        &self,
+        targets: &TargetArgs,
+        nodes: Vec<crate::control::Node>,
+    ) -> anyhow::Result<Box<dyn Db>> {
         match self.db.as_str() {
             "zookeeper" => {
-                let mut cfg = db::zookeeper::ZkConfig { faketime: targets.uses_local_cluster(), ..Default::default() };
+                let mut cfg = db::zookeeper::ZkConfig {
+                    faketime: targets.uses_local_cluster(),
+                    ..Default::default()
+                };
                 if let Some(tarball) = &self.zookeeper_tarball {
                     cfg.install = db::zookeeper::Install::Tarball(tarball.clone());
                 }
@@ -78,14 +85,22 @@ pub async fn run(args: DbArgs) -> anyhow::Result<ExitCode> {
         }
         Action::Teardown => {
             db.teardown(&control).await?;
-            println!("{} is torn down on {} nodes", db.name(), control.nodes().len());
+            println!(
+                "{} is torn down on {} nodes",
+                db.name(),
+                control.nodes().len()
+            );
         }
         Action::Wipe => {
             for node in control.nodes() {
                 db.stop(&control, node).await?;
                 db.wipe(&control, node).await?;
             }
-            println!("{} data wiped on {} nodes", db.name(), control.nodes().len());
+            println!(
+                "{} data wiped on {} nodes",
+                db.name(),
+                control.nodes().len()
+            );
         }
         Action::Status => {
             if !print_status(db.as_ref(), &control).await {
@@ -100,7 +115,9 @@ pub async fn run(args: DbArgs) -> anyhow::Result<ExitCode> {
 async fn print_status(db: &dyn Db, control: &crate::control::Control) -> bool {
     let modes = db::modes(db, control.nodes()).await;
     for (node, mode) in control.nodes().iter().zip(&modes) {
-        let said = mode.map(|m| m.to_string()).unwrap_or_else(|| "not serving".into());
+        let said = mode
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "not serving".into());
         println!("{:<6} {:<22} {said}", node.name, db.client_address(node));
     }
     modes.iter().all(Option::is_some)

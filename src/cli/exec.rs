@@ -29,13 +29,17 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let nodes: Vec<_> = match &args.node {
         Some(name) => {
             let node = control.nodes().iter().find(|n| &n.name == name);
-            vec![node.ok_or_else(|| anyhow::anyhow!("--node {name}: no such node"))?.clone()]
+            vec![node
+                .ok_or_else(|| anyhow::anyhow!("--node {name}: no such node"))?
+                .clone()]
         }
         None => control.nodes().to_vec(),
     };
     let command = args.command.join(" ");
     let timeout = Duration::from_secs(args.timeout);
-    let runs = nodes.iter().map(|n| control.run(n, &command, timeout, Retry::Once));
+    let runs = nodes
+        .iter()
+        .map(|n| control.run(n, &command, timeout, Retry::Once));
     let mut all_ok = true;
     for (node, result) in nodes.iter().zip(futures::future::join_all(runs).await) {
         match result {
@@ -57,5 +61,9 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -81,7 +81,9 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 fn init_logging(verbose: u8) {
@@ -90,8 +92,12 @@ fn init_logging(verbose: u8) {
         1 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("stampede={level},zookeeper_client={},warn", if verbose > 0 { "warn" } else { "off" })));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "stampede={level},zookeeper_client={},warn",
+            if verbose > 0 { "warn" } else { "off" }
+        ))
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

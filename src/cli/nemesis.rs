@@ -47,10 +47,21 @@ pub struct HealArgs {
 
 /// Runs `stampede nemesis`.
 pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
-    let Action::Run { kind, target, duration, targets, db } = args.action;
+    let Action::Run {
+        kind,
+        target,
+        duration,
+        targets,
+        db,
+    } = args.action;
     let control = targets.control()?;
     let db: Arc<dyn crate::db::Db> = db.build(&targets, control.nodes().to_vec())?.into();
-    let spec = nemesis::FaultConfig { kind: kind.clone(), target, netem: None, clock: None };
+    let spec = nemesis::FaultConfig {
+        kind: kind.clone(),
+        target,
+        netem: None,
+        clock: None,
+    };
     let fault = nemesis::build(&spec, control.clone(), db.clone())?;
     let work = async {
         let started = fault.start().await?;
@@ -78,6 +89,9 @@ pub async fn heal(args: HealArgs) -> anyhow::Result<ExitCode> {
     let control = args.targets.control()?;
     let db = args.db.build(&args.targets, control.nodes().to_vec())?;
     nemesis::heal_all(&control, db.as_ref()).await?;
-    println!("healed {} nodes: no partition rules, no paused server, every set-up server running", control.nodes().len());
+    println!(
+        "healed {} nodes: no partition rules, no paused server, every set-up server running",
+        control.nodes().len()
+    );
     Ok(ExitCode::SUCCESS)
 }

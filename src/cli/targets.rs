@@ -56,8 +56,13 @@ impl TargetArgs {
         if let Some(key) = &self.ssh_key {
             control::check_key_file(key)?;
         }
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
-        let known_hosts = self.known_hosts.clone().unwrap_or_else(|| home.join(".ssh/known_hosts"));
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/root"));
+        let known_hosts = self
+            .known_hosts
+            .clone()
+            .unwrap_or_else(|| home.join(".ssh/known_hosts"));
         let opts = SshOptions {
             key: self.ssh_key.clone(),
             known_hosts,

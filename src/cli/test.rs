@@ -17,10 +17,12 @@ use crate::cluster::{self, Spec};
 use crate::config::{self, Override};
 use crate::control::Control;
 use crate::db::Db;
+use crate::generator::RunSummary;
 use crate::history::Recorder;
 use crate::nemesis::{self, Ending, NemesisConfig};
 use crate::progress::Progress;
-use crate::workload::WorkloadFile;
+use crate::workload::lock::{self, LockRunSummary};
+use crate::workload::{WorkloadFile, WorkloadKind};
 
 /// Arguments of `stampede test`.
 #[derive(Debug, clap::Args)]
@@ -80,27 +82,45 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     }
     let workload_path = config::resolve("workloads", &args.workload)?;
     let workload_file: WorkloadFile = config::load_with_overrides(&workload_path, &overrides)?;
-    workload_file.validate().map_err(|e| anyhow::anyhow!("{}: {e}", workload_path.display()))?;
+    workload_file
+        .validate()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", workload_path.display()))?;
     let nemesis_path = config::resolve("nemeses", &args.nemesis)?;
     let nemesis_config: NemesisConfig = config::load(&nemesis_path)?;
 
     let control = targets_with_cluster(&args)?;
-    let db: Arc<dyn Db> = args.db.build(&args.targets, control.nodes().to_vec())?.into();
+    let db: Arc<dyn Db> = args
+        .db
+        .build(&args.targets, control.nodes().to_vec())?
+        .into();
     let nemeses = nemesis_config.build(&control, db.clone())?;
-    let name = args.name.clone().unwrap_or_else(|| format!("{}-{}", stem(&workload_path), stem(&nemesis_path)));
-    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace(':', "");
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", stem(&workload_path), stem(&nemesis_path)));
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "");
     let dir = args.results.join(&name).join(&stamp);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     link_latest(&args.results, &dir)?;
     let test = TestConfig {
         name: name.clone(),
         db: db.name().to_string(),
-        nodes: control.nodes().iter().map(|n| format!("{} {}@{}:{}", n.name, n.user, n.host, n.port)).collect(),
+        nodes: control
+            .nodes()
+            .iter()
+            .map(|n| format!("{} {}@{}:{}", n.name, n.user, n.host, n.port))
+            .collect(),
         workload: workload_file.clone(),
         nemesis: nemesis_config,
     };
     config::save(&dir.join("test.yaml"), &test)?;
-    eprintln!("setting up {} on {} nodes", db.name(), control.nodes().len());
+    eprintln!(
+        "setting up {} on {} nodes",
+        db.name(),
+        control.nodes().len()
+    );
     db.setup(&control).await?;
 
     let time_limit = workload_file.generator.time_limit.0;
@@ -110,12 +130,44 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot write {}", dir.join("history.jsonl").display()))?
         .observed_by(Box::new(move |op| shown.record(op)));
     let recorder = Arc::new(recorder);
-    let endpoints: Vec<NodeEndpoint> = control.nodes().iter().map(|n| endpoint(db.as_ref(), n)).collect();
-    let workload = workload_file.build(&stamp, rand::random())?;
+    let endpoints: Vec<NodeEndpoint> = control
+        .nodes()
+        .iter()
+        .map(|n| endpoint(db.as_ref(), n))
+        .collect();
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let run = crate::generator::run(&workload_file.generator, workload, endpoints, nemeses, recorder.clone(), cancel_rx);
     let on_signal = nemesis::OnSignal::Cancel(cancel_tx, Duration::from_secs(60));
-    let ending = nemesis::guarded(&control, db.as_ref(), on_signal, run).await;
+    let ending = match workload_file.workload {
+        WorkloadKind::Register => {
+            let workload = workload_file.build(&stamp, rand::random())?;
+            let run = crate::generator::run(
+                &workload_file.generator,
+                workload,
+                endpoints,
+                nemeses,
+                recorder.clone(),
+                cancel_rx,
+            );
+            nemesis::guarded(&control, db.as_ref(), on_signal, async {
+                run.await.map(RunOutcome::Register)
+            })
+            .await
+        }
+        WorkloadKind::Lock => {
+            let run = lock::run(
+                &workload_file,
+                &stamp,
+                endpoints,
+                nemeses,
+                recorder.clone(),
+                cancel_rx,
+            );
+            nemesis::guarded(&control, db.as_ref(), on_signal, async {
+                run.await.map(|s| RunOutcome::Lock(Box::new(s)))
+            })
+            .await
+        }
+    };
     progress.finish();
     collect_logs(&control, db.as_ref(), &dir).await;
     if !args.keep_db {
@@ -123,19 +175,39 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             eprintln!("warning: tearing down {}: {e:#}", db.name());
         }
     }
-    let aborted = match ending? {
-        Ending::Finished(Ok(summary)) => {
-            if !summary.heal_failures.is_empty() {
-                eprintln!("warning: some faults could not be healed: {}", summary.heal_failures.join("; "));
+    let (aborted, outcome) = match ending? {
+        Ending::Finished(Ok(outcome)) => {
+            if !outcome.heal_failures().is_empty() {
+                eprintln!(
+                    "warning: some faults could not be healed: {}",
+                    outcome.heal_failures().join("; ")
+                );
             }
-            None
+            (None, Some(outcome))
         }
-        Ending::Finished(Err(e)) => Some(format!("{e:#}")),
-        Ending::Interrupted(signal) => Some(format!("interrupted by {signal}")),
+        Ending::Finished(Err(e)) => (Some(format!("{e:#}")), None),
+        Ending::Interrupted(signal) => (Some(format!("interrupted by {signal}")), None),
     };
     let ops = recorder.ops();
-    let sync_reads = workload_file.register.sync_reads;
-    let verdict = super::verdict::judge_run(&dir, &ops, sync_reads, aborted.as_deref())?;
+    let verdict = match workload_file.workload {
+        WorkloadKind::Register => {
+            let sync_reads = workload_file.register.sync_reads;
+            super::verdict::judge_run(&dir, &ops, sync_reads, aborted.as_deref())?
+        }
+        WorkloadKind::Lock => {
+            let summary = match &outcome {
+                Some(RunOutcome::Lock(summary)) => Some(serde_json::to_value(summary)?),
+                _ => None,
+            };
+            super::verdict::judge_lock_run(
+                &dir,
+                &ops,
+                workload_file.lock.fencing,
+                summary,
+                aborted.as_deref(),
+            )?
+        }
+    };
     if let Err(e) = crate::report::write_plots(&ops, &dir) {
         eprintln!("warning: plots: {e:#}");
     }
@@ -144,11 +216,35 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(verdict.exit_code))
 }
 
+/// How the main job of a run ended, by workload.
+enum RunOutcome {
+    Register(RunSummary),
+    Lock(Box<LockRunSummary>),
+}
+
+impl RunOutcome {
+    /// Faults that could not be healed.
+    fn heal_failures(&self) -> &[String] {
+        match self {
+            RunOutcome::Register(s) => &s.heal_failures,
+            RunOutcome::Lock(s) => &s.heal_failures,
+        }
+    }
+}
+
 /// A controller for the chosen nodes, making the local cluster first when none are given.
 fn targets_with_cluster(args: &TestArgs) -> anyhow::Result<Control> {
-    if args.targets.uses_local_cluster() && !cluster::Cluster::named(&args.targets.cluster).exists() {
-        eprintln!("making the local cluster {} with {} nodes", args.targets.cluster, args.cluster_nodes);
-        let spec = Spec { name: args.targets.cluster.clone(), nodes: args.cluster_nodes, subnet: cluster::parse_subnet("10.241.0.0/24")? };
+    if args.targets.uses_local_cluster() && !cluster::Cluster::named(&args.targets.cluster).exists()
+    {
+        eprintln!(
+            "making the local cluster {} with {} nodes",
+            args.targets.cluster, args.cluster_nodes
+        );
+        let spec = Spec {
+            name: args.targets.cluster.clone(),
+            nodes: args.cluster_nodes,
+            subnet: cluster::parse_subnet("10.241.0.0/24")?,
+        };
         cluster::up(spec)?;
     }
     args.targets.control()
@@ -157,11 +253,17 @@ fn targets_with_cluster(args: &TestArgs) -> anyhow::Result<Control> {
 fn endpoint(db: &dyn Db, node: &crate::control::Node) -> NodeEndpoint {
     let address = db.client_address(node);
     let (host, port) = address.rsplit_once(':').unwrap_or((&address, "2181"));
-    NodeEndpoint { name: node.name.clone(), host: host.to_string(), port: port.parse().unwrap_or(2181) }
+    NodeEndpoint {
+        name: node.name.clone(),
+        host: host.to_string(),
+        port: port.parse().unwrap_or(2181),
+    }
 }
 
 fn stem(path: &Path) -> String {
-    path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "test".into())
+    path.file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "test".into())
 }
 
 /// Points `results/latest` at the newest run.
@@ -169,14 +271,19 @@ fn link_latest(results: &Path, dir: &Path) -> anyhow::Result<()> {
     let latest = results.join("latest");
     let target = dir.strip_prefix(results).unwrap_or(dir);
     let _ = std::fs::remove_file(&latest);
-    std::os::unix::fs::symlink(target, &latest).with_context(|| format!("cannot link {}", latest.display()))
+    std::os::unix::fs::symlink(target, &latest)
+        .with_context(|| format!("cannot link {}", latest.display()))
 }
 
 /// Copies every node's logs into `<dir>/nodes/<node>/`; a node that cannot be reached is
 /// reported and skipped, so the results of the run are never lost to it.
 async fn collect_logs(control: &Control, db: &dyn Db, dir: &Path) {
     let fetches = control.nodes().iter().map(|n| async move {
-        (n, db.collect_logs(control, n, &dir.join("nodes").join(&n.name)).await)
+        (
+            n,
+            db.collect_logs(control, n, &dir.join("nodes").join(&n.name))
+                .await,
+        )
     });
     for (node, result) in futures::future::join_all(fetches).await {
         if let Err(e) = result {
@@ -184,4 +291,3 @@ async fn collect_logs(control: &Control, db: &dyn Db, dir: &Path) {
         }
     }
 }
-

@@ -7,9 +7,10 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::json;
 
+use crate::checker::formats::{self, Format};
+use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::result::{CheckResult, Validity};
 use crate::checker::zookeeper::{self, ZkOptions, ZkReport};
-use crate::checker::formats::{self, Format};
 use crate::checker::{check_history, timeline, CheckOptions};
 use crate::history::Op;
 
@@ -25,9 +26,18 @@ pub struct Verdict {
 /// versioned-register model and for ZooKeeper's own guarantees (`sync_reads`: whether the
 /// workload synced before every read), writes `results.json` and `timeline.html` into `dir`,
 /// and returns the verdict. `aborted` says why a run stopped early.
-pub fn judge_run(dir: &Path, ops: &[Op], sync_reads: bool, aborted: Option<&str>) -> anyhow::Result<Verdict> {
-    let linear = check_history(ops, &CheckOptions::default()).context("checking linearizability")?;
-    let zk_options = ZkOptions { sync_reads, ..ZkOptions::default() };
+pub fn judge_run(
+    dir: &Path,
+    ops: &[Op],
+    sync_reads: bool,
+    aborted: Option<&str>,
+) -> anyhow::Result<Verdict> {
+    let linear =
+        check_history(ops, &CheckOptions::default()).context("checking linearizability")?;
+    let zk_options = ZkOptions {
+        sync_reads,
+        ..ZkOptions::default()
+    };
     let zk = zookeeper::check_with(ops, &zk_options).context("checking ZooKeeper's guarantees")?;
     let valid = overall(&linear, &zk, aborted.is_some());
     let results = json!({
@@ -37,21 +47,104 @@ pub fn judge_run(dir: &Path, ops: &[Op], sync_reads: bool, aborted: Option<&str>
         "zookeeper": zk,
     });
     let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
     let mut marked: Vec<u64> = linear
         .keys
         .values()
         .filter_map(|k| k.counterexample.as_ref())
-        .flat_map(|cx| cx.window.iter().flat_map(|op| std::iter::once(op.index).chain(op.completed)))
+        .flat_map(|cx| {
+            cx.window
+                .iter()
+                .flat_map(|op| std::iter::once(op.index).chain(op.completed))
+        })
         .collect();
     marked.extend(zk.marked_ops());
-    timeline::write(&dir.join("timeline.html"), ops, &marked, &dir.display().to_string())?;
+    timeline::write(
+        &dir.join("timeline.html"),
+        ops,
+        &marked,
+        &dir.display().to_string(),
+    )?;
     let line = verdict_line(valid, &linear, &zk, aborted);
-    Ok(Verdict { line, exit_code: valid.exit_code() })
+    Ok(Verdict {
+        line,
+        exit_code: valid.exit_code(),
+    })
+}
+
+/// Checks the history of a lock run (`ops`, in `dir`): no overlapping critical sections, and
+/// acquire/release linearizable against `fenced-mutex` (when `fenced`) or `mutex`; writes
+/// `results.json` (with the run's `summary`: herd figures, latencies) and `timeline.html`
+/// into `dir`, and returns the verdict. `aborted` says why a run stopped early.
+pub fn judge_lock_run(
+    dir: &Path,
+    ops: &[Op],
+    fenced: bool,
+    summary: Option<serde_json::Value>,
+    aborted: Option<&str>,
+) -> anyhow::Result<Verdict> {
+    let lock =
+        check_lock_history(ops, fenced, &CheckOptions::default()).context("checking the lock")?;
+    let valid = match (lock.valid, aborted.is_some()) {
+        (Validity::Invalid, _) => Validity::Invalid,
+        (_, true) => Validity::Unknown,
+        (v, false) => v,
+    };
+    let results = json!({ "valid": valid, "aborted": aborted, "lock": lock, "run": summary });
+    let path = dir.join("results.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let marked: Vec<u64> = lock
+        .lock_model
+        .keys
+        .values()
+        .filter_map(|k| k.counterexample.as_ref())
+        .flat_map(|cx| {
+            cx.window
+                .iter()
+                .flat_map(|op| std::iter::once(op.index).chain(op.completed))
+        })
+        .collect();
+    timeline::write(
+        &dir.join("timeline.html"),
+        ops,
+        &marked,
+        &dir.display().to_string(),
+    )?;
+    let me = &lock.mutual_exclusion;
+    let line = format!(
+        "verdict: {}; mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}",
+        overall_word(valid, aborted),
+        me.overlaps.len(),
+        me.holds,
+        me.stale_steps_rejected,
+        lock.lock_model.model,
+        lock.lock_model.valid,
+    );
+    Ok(Verdict {
+        line,
+        exit_code: valid.exit_code(),
+    })
+}
+
+fn overall_word(valid: Validity, aborted: Option<&str>) -> String {
+    match valid {
+        Validity::Valid => "valid".to_string(),
+        Validity::Invalid => "INVALID".to_string(),
+        Validity::Unknown => match aborted {
+            Some(why) => format!("unknown (aborted: {why})"),
+            None => "unknown".to_string(),
+        },
+    }
 }
 
 fn overall(linear: &CheckResult, zk: &ZkReport, aborted: bool) -> Validity {
-    let zk_valid = if zk.valid { Validity::Valid } else { Validity::Invalid };
+    let zk_valid = if zk.valid {
+        Validity::Valid
+    } else {
+        Validity::Invalid
+    };
     let checked = linear.valid.and(zk_valid);
     match (checked, aborted) {
         (Validity::Invalid, _) => Validity::Invalid,
@@ -62,29 +155,47 @@ fn overall(linear: &CheckResult, zk: &ZkReport, aborted: bool) -> Validity {
 
 /// The one-line verdict: overall, then each checker's. It holds no timings, so checking the
 /// same history again prints the same line.
-fn verdict_line(valid: Validity, linear: &CheckResult, zk: &ZkReport, aborted: Option<&str>) -> String {
-    let overall = match valid {
-        Validity::Valid => "valid".to_string(),
-        Validity::Invalid => "INVALID".to_string(),
-        Validity::Unknown => match aborted {
-            Some(why) => format!("unknown (aborted: {why})"),
-            None => "unknown".to_string(),
-        },
-    };
+fn verdict_line(
+    valid: Validity,
+    linear: &CheckResult,
+    zk: &ZkReport,
+    aborted: Option<&str>,
+) -> String {
+    let overall = overall_word(valid, aborted);
     let linear_keys = |v| linear.keys_with(v).len();
     let linear_part = match linear.valid {
         Validity::Valid => format!("valid on {} keys", linear.keys.len()),
-        Validity::Invalid => format!("NOT linearizable on {} of {} keys", linear_keys(Validity::Invalid), linear.keys.len()),
-        Validity::Unknown => format!("unknown on {} of {} keys (search limit)", linear_keys(Validity::Unknown), linear.keys.len()),
+        Validity::Invalid => format!(
+            "NOT linearizable on {} of {} keys",
+            linear_keys(Validity::Invalid),
+            linear.keys.len()
+        ),
+        Validity::Unknown => format!(
+            "unknown on {} of {} keys (search limit)",
+            linear_keys(Validity::Unknown),
+            linear.keys.len()
+        ),
     };
-    format!("verdict: {overall}; linearizability ({}): {linear_part}; zookeeper: {}", linear.model, zk_summary(zk))
+    format!(
+        "verdict: {overall}; linearizability ({}): {linear_part}; zookeeper: {}",
+        linear.model,
+        zk_summary(zk)
+    )
 }
 
 fn zk_summary(zk: &ZkReport) -> String {
-    let found: Vec<String> = zk.counts.iter().filter(|(_, n)| **n > 0).map(|(c, n)| format!("{n} {}", c.name())).collect();
+    let found: Vec<String> = zk
+        .counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(c, n)| format!("{n} {}", c.name()))
+        .collect();
     let valid = if zk.valid { "valid" } else { "INVALID" };
     if found.is_empty() {
-        format!("{valid}, no anomalies in {} reads and {} writes", zk.reads, zk.writes)
+        format!(
+            "{valid}, no anomalies in {} reads and {} writes",
+            zk.reads, zk.writes
+        )
     } else {
         format!("{valid} ({})", found.join(", "))
     }
@@ -96,16 +207,30 @@ fn zk_summary(zk: &ZkReport) -> String {
 pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
     let history = dir.join("history.jsonl");
     let (ops, _) = formats::read(&history, Format::Jsonl)?;
-    let previous = std::fs::read_to_string(dir.join("results.json")).ok();
-    let aborted = previous
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+    let previous_results = std::fs::read_to_string(dir.join("results.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+    let aborted = previous_results
+        .as_ref()
         .and_then(|results| results["aborted"].as_str().map(str::to_string));
     let test_yaml = dir.join("test.yaml");
-    let sync_reads = match test_yaml.exists() {
-        true => crate::config::load::<super::test::TestConfig>(&test_yaml)?.workload.register.sync_reads,
-        false => true,
+    let workload = match test_yaml.exists() {
+        true => Some(crate::config::load::<super::test::TestConfig>(&test_yaml)?.workload),
+        false => None,
     };
-    let verdict = judge_run(dir, &ops, sync_reads, aborted.as_deref())?;
+    let verdict = match workload {
+        Some(w) if w.workload == crate::workload::WorkloadKind::Lock => {
+            let summary =
+                previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
+            judge_lock_run(dir, &ops, w.lock.fencing, summary, aborted.as_deref())?
+        }
+        w => judge_run(
+            dir,
+            &ops,
+            w.is_none_or(|w| w.register.sync_reads),
+            aborted.as_deref(),
+        )?,
+    };
     crate::report::write_plots(&ops, dir)?;
     Ok(verdict)
 }

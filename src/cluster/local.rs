@@ -42,7 +42,10 @@ pub fn has_program(program: &str) -> bool {
 /// Whether a process with this pid is alive (a zombie counts as dead).
 pub fn pid_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')).unwrap_or(false),
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| !rest.starts_with('Z'))
+            .unwrap_or(false),
         Err(_) => false,
     }
 }
@@ -50,6 +53,11 @@ pub fn pid_alive(pid: u32) -> bool {
 /// The command line of a process, with arguments joined by spaces.
 pub fn pid_cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " ").trim().to_string())
+        .map(|raw| {
+            String::from_utf8_lossy(&raw)
+                .replace('\0', " ")
+                .trim()
+                .to_string()
+        })
         .unwrap_or_default()
 }

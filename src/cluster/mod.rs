@@ -58,15 +58,29 @@ impl Spec {
     pub fn validate(&self) -> anyhow::Result<()> {
         let name_ok = !self.name.is_empty()
             && self.name.len() <= 9
-            && self.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
         if !name_ok {
-            bail!("cluster name {:?} must be 1 to 9 lowercase letters or digits", self.name);
+            bail!(
+                "cluster name {:?} must be 1 to 9 lowercase letters or digits",
+                self.name
+            );
         }
         if !(1..=50).contains(&self.nodes) {
-            bail!("--nodes {} is out of range: a local cluster has 1 to 50 nodes", self.nodes);
+            bail!(
+                "--nodes {} is out of range: a local cluster has 1 to 50 nodes",
+                self.nodes
+            );
         }
         if !(self.subnet[0] == 10 || (self.subnet[0] == 192 && self.subnet[1] == 168)) {
-            bail!("subnet {}.{}.{}.0/24 is not private: use 10.x.y.0/24 or 192.168.y.0/24", self.subnet[0], self.subnet[1], self.subnet[2]);
+            bail!(
+                "subnet {}.{}.{}.0/24 is not private: use 10.x.y.0/24 or 192.168.y.0/24",
+                self.subnet[0],
+                self.subnet[1],
+                self.subnet[2]
+            );
         }
         Ok(())
     }
@@ -76,7 +90,11 @@ impl Spec {
 pub fn parse_subnet(text: &str) -> anyhow::Result<[u8; 3]> {
     let base = text.strip_suffix("/24").unwrap_or(text);
     let base = base.strip_suffix(".0").unwrap_or(base);
-    let octets: Vec<u8> = base.split('.').map(|o| o.parse::<u8>()).collect::<Result<_, _>>().with_context(|| format!("bad subnet {text:?}: expected A.B.C.0/24"))?;
+    let octets: Vec<u8> = base
+        .split('.')
+        .map(|o| o.parse::<u8>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("bad subnet {text:?}: expected A.B.C.0/24"))?;
     match octets.as_slice() {
         [a, b, c] => Ok([*a, *b, *c]),
         _ => bail!("bad subnet {text:?}: expected A.B.C.0/24"),
@@ -86,7 +104,11 @@ pub fn parse_subnet(text: &str) -> anyhow::Result<[u8; 3]> {
 impl Cluster {
     /// The cluster called `name`, whether or not it is up.
     pub fn named(name: &str) -> Cluster {
-        let spec = Spec { name: name.to_string(), nodes: 0, subnet: [0; 3] };
+        let spec = Spec {
+            name: name.to_string(),
+            nodes: 0,
+            subnet: [0; 3],
+        };
         let dir = Path::new(STATE_ROOT).join(name);
         let mut cluster = Cluster { spec, dir };
         if let Ok(saved) = cluster.saved_spec() {
@@ -162,7 +184,11 @@ impl Cluster {
     }
 
     fn sshd_pid(&self, i: usize) -> Option<u32> {
-        let pid = std::fs::read_to_string(self.node_dir(i).join("sshd.pid")).ok()?.trim().parse().ok()?;
+        let pid = std::fs::read_to_string(self.node_dir(i).join("sshd.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
         let config = self.node_dir(i).join("sshd_config");
         let ours = local::pid_cmdline(pid).contains(&config.display().to_string());
         (local::pid_alive(pid) && ours).then_some(pid)
@@ -199,17 +225,26 @@ pub fn up(spec: Spec) -> anyhow::Result<Cluster> {
     }
     packages::ensure(packages::NODE_IMAGE)?;
     let cluster = Cluster::for_spec(spec);
-    std::fs::create_dir_all(&cluster.dir).with_context(|| format!("cannot create {}", cluster.dir.display()))?;
-    std::fs::write(cluster.dir.join("cluster.json"), serde_json::to_vec_pretty(&cluster.spec)?)?;
+    std::fs::create_dir_all(&cluster.dir)
+        .with_context(|| format!("cannot create {}", cluster.dir.display()))?;
+    std::fs::write(
+        cluster.dir.join("cluster.json"),
+        serde_json::to_vec_pretty(&cluster.spec)?,
+    )?;
     ensure_key(&cluster.key_file())?;
-    std::fs::copy(cluster.dir.join("id_ed25519.pub"), cluster.dir.join("authorized_keys"))?;
+    std::fs::copy(
+        cluster.dir.join("id_ed25519.pub"),
+        cluster.dir.join("authorized_keys"),
+    )?;
     ensure_bridge(&cluster)?;
     for i in 1..=cluster.spec.nodes {
         ensure_namespace(&cluster, i)?;
         ensure_sshd(&cluster, i)?;
     }
     write_known_hosts(&cluster)?;
-    let nodes: String = (1..=cluster.spec.nodes).map(|i| format!("n{i} root@{}:22\n", cluster.address(i))).collect();
+    let nodes: String = (1..=cluster.spec.nodes)
+        .map(|i| format!("n{i} root@{}:22\n", cluster.address(i)))
+        .collect();
     std::fs::write(cluster.nodes_file(), nodes)?;
     Ok(cluster)
 }
@@ -220,7 +255,20 @@ fn ensure_key(key: &Path) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_file(key);
     let path = key.display().to_string();
-    local::run("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-C", "stampede-cluster", "-f", &path])?;
+    local::run(
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "stampede-cluster",
+            "-f",
+            &path,
+        ],
+    )?;
     Ok(())
 }
 
@@ -251,7 +299,12 @@ fn ensure_namespace(cluster: &Cluster, i: usize) -> anyhow::Result<()> {
     };
     if !local::succeeds("ip", &["-n", &ns, "link", "show", "eth0"]) {
         let _ = local::run("ip", &["link", "del", &veth]);
-        local::run("ip", &["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns])?;
+        local::run(
+            "ip",
+            &[
+                "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+            ],
+        )?;
     }
     local::run("ip", &["link", "set", &veth, "master", &cluster.bridge()])?;
     local::run("ip", &["link", "set", &veth, "up"])?;
@@ -270,7 +323,20 @@ fn ensure_sshd(cluster: &Cluster, i: usize) -> anyhow::Result<()> {
     let host_key = dir.join("ssh_host_ed25519_key");
     if !host_key.exists() {
         let path = host_key.display().to_string();
-        local::run("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-C", &format!("n{i}"), "-f", &path])?;
+        local::run(
+            "ssh-keygen",
+            &[
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                &format!("n{i}"),
+                "-f",
+                &path,
+            ],
+        )?;
     }
     let config = dir.join("sshd_config");
     std::fs::write(&config, sshd_config(cluster, i))?;
@@ -278,8 +344,18 @@ fn ensure_sshd(cluster: &Cluster, i: usize) -> anyhow::Result<()> {
     if cluster.sshd_pid(i).is_none() {
         let _ = std::fs::remove_file(dir.join("sshd.pid"));
         let config_path = config.display().to_string();
-        local::run("ip", &["netns", "exec", &cluster.namespace(i), "/usr/sbin/sshd", "-f", &config_path])
-            .with_context(|| format!("cannot start sshd for n{i}"))?;
+        local::run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &cluster.namespace(i),
+                "/usr/sbin/sshd",
+                "-f",
+                &config_path,
+            ],
+        )
+        .with_context(|| format!("cannot start sshd for n{i}"))?;
     }
     wait_for_ssh(cluster, i)
 }
@@ -316,7 +392,10 @@ fn wait_for_ssh(cluster: &Cluster, i: usize) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    bail!("sshd of n{i} does not answer on {addr} after 10 s (see {})", cluster.node_dir(i).display())
+    bail!(
+        "sshd of n{i} does not answer on {addr} after 10 s (see {})",
+        cluster.node_dir(i).display()
+    )
 }
 
 fn write_known_hosts(cluster: &Cluster) -> anyhow::Result<()> {
@@ -345,7 +424,11 @@ pub fn status(name: &str) -> anyhow::Result<Vec<NodeStatus>> {
                 address,
                 namespace: local::succeeds("ip", &["netns", "exec", &cluster.namespace(i), "true"]),
                 sshd_pid: cluster.sshd_pid(i),
-                ssh_reachable: TcpStream::connect_timeout(&SocketAddr::from((address, 22)), Duration::from_millis(300)).is_ok(),
+                ssh_reachable: TcpStream::connect_timeout(
+                    &SocketAddr::from((address, 22)),
+                    Duration::from_millis(300),
+                )
+                .is_ok(),
             }
         })
         .collect())
@@ -356,7 +439,11 @@ pub fn status(name: &str) -> anyhow::Result<Vec<NodeStatus>> {
 pub fn down(name: &str) -> anyhow::Result<()> {
     check_platform()?;
     let cluster = Cluster::named(name);
-    let count = cluster.saved_spec().map(|s| s.nodes).unwrap_or(0).max(namespaces_of(name).len());
+    let count = cluster
+        .saved_spec()
+        .map(|s| s.nodes)
+        .unwrap_or(0)
+        .max(namespaces_of(name).len());
     for i in 1..=count.max(highest_namespace_index(name)) {
         remove_node(&cluster, i)?;
     }
@@ -364,7 +451,8 @@ pub fn down(name: &str) -> anyhow::Result<()> {
         local::run("ip", &["link", "del", &cluster.bridge()])?;
     }
     if cluster.dir.exists() {
-        std::fs::remove_dir_all(&cluster.dir).with_context(|| format!("cannot remove {}", cluster.dir.display()))?;
+        std::fs::remove_dir_all(&cluster.dir)
+            .with_context(|| format!("cannot remove {}", cluster.dir.display()))?;
     }
     Ok(())
 }
@@ -373,7 +461,10 @@ fn remove_node(cluster: &Cluster, i: usize) -> anyhow::Result<()> {
     let ns = cluster.namespace(i);
     if local::succeeds("ip", &["netns", "exec", &ns, "true"]) {
         let pids = local::run("ip", &["netns", "pids", &ns])?;
-        for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+        for pid in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
             // SAFETY: kill with a pid read from our own namespace; no memory is involved.
             unsafe {
                 libc::kill(pid, libc::SIGCONT);
@@ -388,7 +479,9 @@ fn remove_node(cluster: &Cluster, i: usize) -> anyhow::Result<()> {
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
     // Deleting the namespace removes the veth pair, but not always before we look again.
-    if local::succeeds("ip", &["link", "show", &cluster.veth(i)]) && !local::succeeds("ip", &["link", "del", &cluster.veth(i)]) {
+    if local::succeeds("ip", &["link", "show", &cluster.veth(i)])
+        && !local::succeeds("ip", &["link", "del", &cluster.veth(i)])
+    {
         std::thread::sleep(Duration::from_millis(200));
         if local::succeeds("ip", &["link", "show", &cluster.veth(i)]) {
             bail!("cannot remove the link {}", cluster.veth(i));
@@ -418,14 +511,21 @@ fn namespaces_of(name: &str) -> Vec<String> {
         .unwrap_or_default()
         .lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.strip_prefix(&prefix).is_some_and(|i| i.parse::<usize>().is_ok()))
+        .filter(|n| {
+            n.strip_prefix(&prefix)
+                .is_some_and(|i| i.parse::<usize>().is_ok())
+        })
         .map(str::to_string)
         .collect()
 }
 
 fn highest_namespace_index(name: &str) -> usize {
     let prefix = format!("{name}-n");
-    namespaces_of(name).iter().filter_map(|n| n.strip_prefix(&prefix)?.parse().ok()).max().unwrap_or(0)
+    namespaces_of(name)
+        .iter()
+        .filter_map(|n| n.strip_prefix(&prefix)?.parse().ok())
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -442,17 +542,45 @@ mod tests {
 
     #[test]
     fn specs_are_validated() {
-        let ok = Spec { name: "stampede".into(), nodes: 5, subnet: [10, 241, 0] };
+        let ok = Spec {
+            name: "stampede".into(),
+            nodes: 5,
+            subnet: [10, 241, 0],
+        };
         assert!(ok.validate().is_ok());
-        assert!(Spec { name: "Has-Dash".into(), ..ok.clone() }.validate().is_err());
-        assert!(Spec { name: "muchtoolongname".into(), ..ok.clone() }.validate().is_err());
-        assert!(Spec { nodes: 0, ..ok.clone() }.validate().is_err());
-        assert!(Spec { subnet: [8, 8, 8], ..ok }.validate().is_err());
+        assert!(Spec {
+            name: "Has-Dash".into(),
+            ..ok.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(Spec {
+            name: "muchtoolongname".into(),
+            ..ok.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(Spec {
+            nodes: 0,
+            ..ok.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(Spec {
+            subnet: [8, 8, 8],
+            ..ok
+        }
+        .validate()
+        .is_err());
     }
 
     #[test]
     fn names_fit_linux_interface_limits() {
-        let c = Cluster::for_spec(Spec { name: "abcdefghi".into(), nodes: 50, subnet: [10, 1, 2] });
+        let c = Cluster::for_spec(Spec {
+            name: "abcdefghi".into(),
+            nodes: 50,
+            subnet: [10, 1, 2],
+        });
         assert!(c.veth(50).len() <= 15);
         assert!(c.bridge().len() <= 15);
         assert_eq!(c.address(3), Ipv4Addr::new(10, 1, 2, 3));

@@ -19,8 +19,8 @@ use anyhow::{anyhow, bail, Context};
 use ssh2::Session;
 
 pub use node::{parse_list, read_file as read_nodes_file, Node};
-pub use session::{check_key_file, HostKeyPolicy, Output, SshOptions};
 use session::Failure;
+pub use session::{check_key_file, HostKeyPolicy, Output, SshOptions};
 
 /// Whether a command may be sent again after the connection dropped while it ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +45,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 impl Control {
     /// A controller for `nodes`, connecting with `opts`.
     pub fn new(nodes: Vec<Node>, opts: SshOptions) -> Control {
-        Control { opts: Arc::new(opts), nodes: Arc::new(nodes), idle: Arc::default() }
+        Control {
+            opts: Arc::new(opts),
+            nodes: Arc::new(nodes),
+            idle: Arc::default(),
+        }
     }
 
     /// The nodes under control, in the order they were given.
@@ -54,8 +58,15 @@ impl Control {
     }
 
     /// Runs `command` as root on `node`; a non-zero exit is not an error here.
-    pub async fn run(&self, node: &Node, command: &str, timeout: Duration, retry: Retry) -> anyhow::Result<Output> {
-        self.run_with_input(node, command, Vec::new(), Duration::ZERO, timeout, retry).await
+    pub async fn run(
+        &self,
+        node: &Node,
+        command: &str,
+        timeout: Duration,
+        retry: Retry,
+    ) -> anyhow::Result<Output> {
+        self.run_with_input(node, command, Vec::new(), Duration::ZERO, timeout, retry)
+            .await
     }
 
     /// Reads `node`'s clock with `probe`, a command that waits for one byte of input and then
@@ -65,12 +76,27 @@ impl Control {
     pub async fn read_clock(&self, node: &Node, probe: &str) -> anyhow::Result<i128> {
         let command = probe.to_string();
         let delay = Duration::from_millis(1000);
-        let out = self.run_with_input(node, &command, b"x".to_vec(), delay, DEFAULT_TIMEOUT, Retry::Idempotent).await?;
+        let out = self
+            .run_with_input(
+                node,
+                &command,
+                b"x".to_vec(),
+                delay,
+                DEFAULT_TIMEOUT,
+                Retry::Idempotent,
+            )
+            .await?;
         let received = std::time::SystemTime::now();
         check_status(node, &command, &out)?;
         let text = out.stdout_text();
-        let reading: i128 = text.parse().with_context(|| format!("on {}: `{probe}` printed {text:?}", node.name))?;
-        let ns = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0);
+        let reading: i128 = text
+            .parse()
+            .with_context(|| format!("on {}: `{probe}` printed {text:?}", node.name))?;
+        let ns = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i128)
+                .unwrap_or(0)
+        };
         let sent = ns(out.input_sent.unwrap_or(received));
         Ok(reading - (sent + ns(received)) / 2)
     }
@@ -78,18 +104,31 @@ impl Control {
     /// Runs `command` as root on `node` and returns its trimmed standard output; a non-zero
     /// exit is an error carrying the node, the command and its standard error.
     pub async fn exec(&self, node: &Node, command: &str, retry: Retry) -> anyhow::Result<String> {
-        self.run_checked(node, command, DEFAULT_TIMEOUT, retry).await
+        self.run_checked(node, command, DEFAULT_TIMEOUT, retry)
+            .await
     }
 
     /// Like [`Control::exec`], with a time limit of its own.
-    pub async fn run_checked(&self, node: &Node, command: &str, timeout: Duration, retry: Retry) -> anyhow::Result<String> {
+    pub async fn run_checked(
+        &self,
+        node: &Node,
+        command: &str,
+        timeout: Duration,
+        retry: Retry,
+    ) -> anyhow::Result<String> {
         let out = self.run(node, command, timeout, retry).await?;
         check_status(node, command, &out)?;
         Ok(out.stdout_text())
     }
 
     /// Writes `data` to `remote_path` on `node` (as root), replacing the file atomically.
-    pub async fn upload(&self, node: &Node, data: Vec<u8>, remote_path: &str, mode: u32) -> anyhow::Result<()> {
+    pub async fn upload(
+        &self,
+        node: &Node,
+        data: Vec<u8>,
+        remote_path: &str,
+        mode: u32,
+    ) -> anyhow::Result<()> {
         // A name of its own per upload, so that nodes sharing a disk can upload at once.
         let tmp = format!("{remote_path}.{:016x}.upload", rand::random::<u64>());
         let command = format!(
@@ -97,16 +136,33 @@ impl Control {
             tmp = shell::quote(&tmp),
             dst = shell::quote(remote_path)
         );
-        let out = self.run_with_input(node, &command, data, Duration::ZERO, DEFAULT_TIMEOUT, Retry::Idempotent).await?;
+        let out = self
+            .run_with_input(
+                node,
+                &command,
+                data,
+                Duration::ZERO,
+                DEFAULT_TIMEOUT,
+                Retry::Idempotent,
+            )
+            .await?;
         check_status(node, &format!("upload to {remote_path}"), &out)
     }
 
     /// Reads `remote_path` from `node` into `local_path`.
-    pub async fn download(&self, node: &Node, remote_path: &str, local_path: &Path) -> anyhow::Result<()> {
+    pub async fn download(
+        &self,
+        node: &Node,
+        remote_path: &str,
+        local_path: &Path,
+    ) -> anyhow::Result<()> {
         let command = format!("cat {}", shell::quote(remote_path));
-        let out = self.run(node, &command, DEFAULT_TIMEOUT, Retry::Idempotent).await?;
+        let out = self
+            .run(node, &command, DEFAULT_TIMEOUT, Retry::Idempotent)
+            .await?;
         check_status(node, &command, &out)?;
-        std::fs::write(local_path, &out.stdout).with_context(|| format!("cannot write {}", local_path.display()))
+        std::fs::write(local_path, &out.stdout)
+            .with_context(|| format!("cannot write {}", local_path.display()))
     }
 
     async fn run_with_input(
@@ -121,9 +177,11 @@ impl Control {
         let this = self.clone();
         let node_owned = node.clone();
         let wrapped = shell::as_root(&node.user, command);
-        let result = tokio::task::spawn_blocking(move || this.run_blocking(&node_owned, &wrapped, &stdin, input_delay, timeout, retry))
-            .await
-            .map_err(|e| anyhow!("SSH task failed: {e}"))?;
+        let result = tokio::task::spawn_blocking(move || {
+            this.run_blocking(&node_owned, &wrapped, &stdin, input_delay, timeout, retry)
+        })
+        .await
+        .map_err(|e| anyhow!("SSH task failed: {e}"))?;
         result.with_context(|| format!("on {}: `{}`", node.name, abbreviate(command)))
     }
 
@@ -157,11 +215,17 @@ impl Control {
                 Err(Failure::BeforeSend(e)) if attempts < 3 && Instant::now() < deadline => {
                     tracing::debug!(node = %node.name, "session dropped before sending, retrying: {e:#}");
                 }
-                Err(Failure::AfterSend(e)) if retry == Retry::Idempotent && attempts < 3 && Instant::now() < deadline => {
+                Err(Failure::AfterSend(e))
+                    if retry == Retry::Idempotent && attempts < 3 && Instant::now() < deadline =>
+                {
                     tracing::debug!(node = %node.name, "session dropped mid-command, retrying: {e:#}");
                 }
                 Err(Failure::BeforeSend(e) | Failure::AfterSend(e)) => {
-                    let limit = if Instant::now() >= deadline { format!(" (limit {timeout:?})") } else { String::new() };
+                    let limit = if Instant::now() >= deadline {
+                        format!(" (limit {timeout:?})")
+                    } else {
+                        String::new()
+                    };
                     return Err(e.context(format!("command failed{limit}")));
                 }
             }
@@ -169,10 +233,16 @@ impl Control {
     }
 
     fn take_session(&self, node: &Node) -> anyhow::Result<Session> {
-        let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&node.name).and_then(Vec::pop);
+        let pooled = self
+            .idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&node.name)
+            .and_then(Vec::pop);
         match pooled {
             Some(s) => Ok(s),
-            None => session::connect(node, &self.opts).with_context(|| format!("{}@{}:{}", node.user, node.host, node.port)),
+            None => session::connect(node, &self.opts)
+                .with_context(|| format!("{}@{}:{}", node.user, node.host, node.port)),
         }
     }
 
@@ -189,7 +259,13 @@ fn check_status(node: &Node, command: &str, out: &Output) -> anyhow::Result<()> 
     if out.status != 0 {
         let stderr = out.stderr_text();
         let detail = stderr.lines().last().unwrap_or("").to_string();
-        bail!("on {}: `{}` exited with status {}: {}", node.name, abbreviate(command), out.status, detail);
+        bail!(
+            "on {}: `{}` exited with status {}: {}",
+            node.name,
+            abbreviate(command),
+            out.status,
+            detail
+        );
     }
     Ok(())
 }

@@ -52,10 +52,18 @@ impl Node {
             bail!("bad host in {address:?}");
         }
         let name = name.unwrap_or(host);
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
             bail!("bad node name {name:?}: use letters, digits, '-', '_' and '.'");
         }
-        Ok(Node { name: name.to_string(), host: host.to_string(), port, user: user.to_string() })
+        Ok(Node {
+            name: name.to_string(),
+            host: host.to_string(),
+            port,
+            user: user.to_string(),
+        })
     }
 }
 
@@ -65,7 +73,9 @@ pub fn parse_list(list: &str, default_user: &str) -> anyhow::Result<Vec<Node>> {
         .split(',')
         .map(str::trim)
         .enumerate()
-        .map(|(i, spec)| Node::parse(spec, default_user).with_context(|| format!("--nodes: entry {}", i + 1)))
+        .map(|(i, spec)| {
+            Node::parse(spec, default_user).with_context(|| format!("--nodes: entry {}", i + 1))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     check_unique(nodes, "--nodes")
 }
@@ -78,7 +88,8 @@ pub fn parse_file_text(path: &Path, text: &str, default_user: &str) -> anyhow::R
         if line.is_empty() {
             continue;
         }
-        let node = Node::parse(line, default_user).with_context(|| format!("{}:{}", path.display(), i + 1))?;
+        let node = Node::parse(line, default_user)
+            .with_context(|| format!("{}:{}", path.display(), i + 1))?;
         nodes.push(node);
     }
     if nodes.is_empty() {
@@ -89,7 +100,8 @@ pub fn parse_file_text(path: &Path, text: &str, default_user: &str) -> anyhow::R
 
 /// Reads and parses a nodes file: one node per line, or an ansible INI inventory.
 pub fn read_file(path: &Path, default_user: &str) -> anyhow::Result<Vec<Node>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read nodes file {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read nodes file {}", path.display()))?;
     if super::inventory::looks_like_inventory(&text) {
         let nodes = super::inventory::parse_inventory(path, &text, default_user)?;
         return check_unique(nodes, &path.display().to_string());
@@ -113,13 +125,29 @@ mod tests {
     #[test]
     fn parses_plain_host_with_defaults() {
         let n = Node::parse("db1.example", "admin").unwrap();
-        assert_eq!(n, Node { name: "db1.example".into(), host: "db1.example".into(), port: 22, user: "admin".into() });
+        assert_eq!(
+            n,
+            Node {
+                name: "db1.example".into(),
+                host: "db1.example".into(),
+                port: 22,
+                user: "admin".into()
+            }
+        );
     }
 
     #[test]
     fn parses_user_host_port_and_name() {
         let n = Node::parse("n2   root@10.1.2.3:2222", "admin").unwrap();
-        assert_eq!(n, Node { name: "n2".into(), host: "10.1.2.3".into(), port: 2222, user: "root".into() });
+        assert_eq!(
+            n,
+            Node {
+                name: "n2".into(),
+                host: "10.1.2.3".into(),
+                port: 2222,
+                user: "root".into()
+            }
+        );
     }
 
     #[test]
@@ -158,6 +186,9 @@ mod tests {
     #[test]
     fn list_errors_name_the_entry() {
         let err = parse_list("a,b:70000", "u").unwrap_err();
-        assert_eq!(format!("{err:#}"), "--nodes: entry 2: bad port in \"b:70000\"");
+        assert_eq!(
+            format!("{err:#}"),
+            "--nodes: entry 2: bad port in \"b:70000\""
+        );
     }
 }

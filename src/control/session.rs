@@ -88,7 +88,9 @@ pub fn connect(node: &Node, opts: &SshOptions) -> anyhow::Result<Session> {
 }
 
 fn check_host_key(session: &Session, node: &Node, opts: &SshOptions) -> anyhow::Result<()> {
-    let (key, key_type) = session.host_key().ok_or_else(|| anyhow!("the server sent no host key"))?;
+    let (key, key_type) = session
+        .host_key()
+        .ok_or_else(|| anyhow!("the server sent no host key"))?;
     let mut known = session.known_hosts()?;
     if opts.known_hosts.exists() {
         known
@@ -132,18 +134,30 @@ fn authenticate(session: &Session, node: &Node, opts: &SshOptions) -> anyhow::Re
         Some(key) => {
             session
                 .userauth_pubkey_file(&node.user, None, key, None)
-                .with_context(|| format!("key {} was refused for user {}", key.display(), node.user))?;
+                .with_context(|| {
+                    format!("key {} was refused for user {}", key.display(), node.user)
+                })?;
         }
         None => {
-            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
-            let tried = ["id_ed25519", "id_ecdsa", "id_rsa"].iter().map(|n| home.join(".ssh").join(n));
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/root"));
+            let tried = ["id_ed25519", "id_ecdsa", "id_rsa"]
+                .iter()
+                .map(|n| home.join(".ssh").join(n));
             for key in tried.filter(|k| k.exists()) {
-                if session.userauth_pubkey_file(&node.user, None, &key, None).is_ok() {
+                if session
+                    .userauth_pubkey_file(&node.user, None, &key, None)
+                    .is_ok()
+                {
                     return Ok(());
                 }
             }
             session.userauth_agent(&node.user).with_context(|| {
-                format!("no key in ~/.ssh nor the agent was accepted for user {} (pass --ssh-key)", node.user)
+                format!(
+                    "no key in ~/.ssh nor the agent was accepted for user {} (pass --ssh-key)",
+                    node.user
+                )
             })?;
         }
     }
@@ -155,17 +169,32 @@ fn authenticate(session: &Session, node: &Node, opts: &SshOptions) -> anyhow::Re
 
 /// Runs `command` in `session`, feeding `stdin` (after `input_delay`, so that the command is
 /// already running when its input arrives), until it exits or `deadline` passes.
-pub fn run(session: &Session, command: &str, stdin: &[u8], input_delay: Duration, deadline: Instant) -> Result<Output, Failure> {
-    let remaining = |d: Instant| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+pub fn run(
+    session: &Session,
+    command: &str,
+    stdin: &[u8],
+    input_delay: Duration,
+    deadline: Instant,
+) -> Result<Output, Failure> {
+    let remaining = |d: Instant| {
+        d.saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
     session.set_blocking(true);
     session.set_timeout(remaining(deadline).as_millis() as u32);
-    let mut channel = session.channel_session().map_err(|e| Failure::BeforeSend(e.into()))?;
-    channel.exec(command).map_err(|e| Failure::BeforeSend(e.into()))?;
+    let mut channel = session
+        .channel_session()
+        .map_err(|e| Failure::BeforeSend(e.into()))?;
+    channel
+        .exec(command)
+        .map_err(|e| Failure::BeforeSend(e.into()))?;
     let after = |e: anyhow::Error| Failure::AfterSend(e);
     std::thread::sleep(input_delay);
     let input_sent = Some(std::time::SystemTime::now());
     if !stdin.is_empty() {
-        channel.write_all(stdin).map_err(|e| after(anyhow!(e).context("cannot send input")))?;
+        channel
+            .write_all(stdin)
+            .map_err(|e| after(anyhow!(e).context("cannot send input")))?;
     }
     channel.send_eof().map_err(|e| after(e.into()))?;
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
@@ -183,7 +212,9 @@ pub fn run(session: &Session, command: &str, stdin: &[u8], input_delay: Duration
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(e) => {
                     session.set_blocking(true);
-                    return Err(after(anyhow!(e).context("connection lost while reading output")));
+                    return Err(after(
+                        anyhow!(e).context("connection lost while reading output"),
+                    ));
                 }
             }
         }
@@ -202,13 +233,23 @@ pub fn run(session: &Session, command: &str, stdin: &[u8], input_delay: Duration
     session.set_timeout(remaining(deadline).as_millis() as u32);
     channel.wait_close().map_err(|e| after(e.into()))?;
     let status = channel.exit_status().map_err(|e| after(e.into()))?;
-    let killed = channel.exit_signal().ok().and_then(|s| s.exit_signal).is_some();
-    Ok(Output { status: if killed { -1 } else { status }, stdout, stderr, input_sent })
+    let killed = channel
+        .exit_signal()
+        .ok()
+        .and_then(|s| s.exit_signal)
+        .is_some();
+    Ok(Output {
+        status: if killed { -1 } else { status },
+        stdout,
+        stderr,
+        input_sent,
+    })
 }
 
 /// Whether a path looks usable as a private key file.
 pub fn check_key_file(key: &Path) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(key).with_context(|| format!("cannot read SSH key {}", key.display()))?;
+    let text = std::fs::read_to_string(key)
+        .with_context(|| format!("cannot read SSH key {}", key.display()))?;
     if !text.contains("PRIVATE KEY") {
         bail!("{} is not a private key file", key.display());
     }

@@ -2,7 +2,11 @@
 
 /// Quotes `word` for a POSIX shell.
 pub fn quote(word: &str) -> String {
-    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c)) {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
         return word.to_string();
     }
     format!("'{}'", word.replace('\'', r"'\''"))
@@ -33,6 +37,9 @@ mod tests {
     #[test]
     fn sudo_only_for_other_users() {
         assert_eq!(as_root("root", "id -u"), "id -u");
-        assert_eq!(as_root("admin", "echo 'x'"), r"sudo -n sh -c 'echo '\''x'\'''");
+        assert_eq!(
+            as_root("admin", "echo 'x'"),
+            r"sudo -n sh -c 'echo '\''x'\'''"
+        );
     }
 }

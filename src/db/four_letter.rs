@@ -55,7 +55,10 @@ pub async fn mode(address: &str) -> anyhow::Result<Mode> {
 /// Reads the `Mode:` line of a `srvr` answer.
 pub fn parse_mode(srvr: &str) -> anyhow::Result<Mode> {
     let Some(line) = srvr.lines().find_map(|l| l.strip_prefix("Mode:")) else {
-        bail!("not serving: {}", srvr.lines().next().unwrap_or("no answer"));
+        bail!(
+            "not serving: {}",
+            srvr.lines().next().unwrap_or("no answer")
+        );
     };
     match line.trim() {
         "leader" => Ok(Mode::Leader),
@@ -75,7 +78,8 @@ mod tests {
         let srvr = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: follower\nNode count: 5\n";
         assert_eq!(parse_mode(srvr).unwrap(), Mode::Follower);
         assert_eq!(parse_mode("Mode: leader\n").unwrap(), Mode::Leader);
-        let err = parse_mode("This ZooKeeper instance is not currently serving requests\n").unwrap_err();
+        let err =
+            parse_mode("This ZooKeeper instance is not currently serving requests\n").unwrap_err();
         assert!(err.to_string().contains("not currently serving"));
         assert!(parse_mode("Mode: confused\n").is_err());
     }

@@ -31,7 +31,13 @@ pub struct KeeperdConfig {
 
 impl Default for KeeperdConfig {
     fn default() -> Self {
-        KeeperdConfig { binary: None, client_port: 2181, tick_time_ms: 1000, dir: "/var/lib/stampede/keeperd".into(), faketime: false }
+        KeeperdConfig {
+            binary: None,
+            client_port: 2181,
+            tick_time_ms: 1000,
+            dir: "/var/lib/stampede/keeperd".into(),
+            faketime: false,
+        }
     }
 }
 
@@ -52,13 +58,23 @@ fn build_binary() -> anyhow::Result<PathBuf> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     eprintln!("building keeperd (cargo build --release -p keeperd)");
     let out = std::process::Command::new("cargo")
-        .args(["build", "--release", "-p", "keeperd", "--message-format=json", "--manifest-path"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "keeperd",
+            "--message-format=json",
+            "--manifest-path",
+        ])
         .arg(&manifest)
         .output()
         .context("cannot run cargo to build keeperd (pass --keeperd-binary PATH)")?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        bail!("cargo build -p keeperd failed: {}", stderr.lines().last().unwrap_or(""));
+        bail!(
+            "cargo build -p keeperd failed: {}",
+            stderr.lines().last().unwrap_or("")
+        );
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout
@@ -87,12 +103,19 @@ impl Keeperd {
     }
 
     fn home(&self) -> String {
-        format!("{}/{}", self.cfg.dir.trim_end_matches('/'), self.server.host)
+        format!(
+            "{}/{}",
+            self.cfg.dir.trim_end_matches('/'),
+            self.server.host
+        )
     }
 
     fn process(&self) -> ServerProcess {
         let home = self.home();
-        ServerProcess { marker: format!("{home}/keeperd.cfg"), home }
+        ServerProcess {
+            marker: format!("{home}/keeperd.cfg"),
+            home,
+        }
     }
 }
 
@@ -111,14 +134,32 @@ impl Db for Keeperd {
             Some(path) => path.clone(),
             None => build_binary()?,
         };
-        let data = std::fs::read(&binary).with_context(|| format!("cannot read keeperd binary {}", binary.display()))?;
+        let data = std::fs::read(&binary)
+            .with_context(|| format!("cannot read keeperd binary {}", binary.display()))?;
         let (node, home) = (&self.server, self.home());
-        control.exec(node, &format!("mkdir -p {h}/data", h = quote(&home)), Retry::Idempotent).await?;
-        control.upload(node, data, &format!("{home}/keeperd"), 0o755).await?;
+        control
+            .exec(
+                node,
+                &format!("mkdir -p {h}/data", h = quote(&home)),
+                Retry::Idempotent,
+            )
+            .await?;
+        control
+            .upload(node, data, &format!("{home}/keeperd"), 0o755)
+            .await?;
         let config = render_config(&self.cfg, node, &format!("{home}/data"));
-        control.upload(node, config.into_bytes(), &format!("{home}/keeperd.cfg"), 0o644).await?;
+        control
+            .upload(
+                node,
+                config.into_bytes(),
+                &format!("{home}/keeperd.cfg"),
+                0o644,
+            )
+            .await?;
         if let Some(file) = self.clock_file(node) {
-            control.upload(node, b"+0.000\n".to_vec(), &file, 0o644).await?;
+            control
+                .upload(node, b"+0.000\n".to_vec(), &file, 0o644)
+                .await?;
         }
         self.start(control, node).await?;
         super::wait_until_serving(self, std::slice::from_ref(node), Duration::from_secs(30)).await
@@ -126,7 +167,14 @@ impl Db for Keeperd {
 
     async fn teardown(&self, control: &Control) -> anyhow::Result<()> {
         self.stop(control, &self.server).await?;
-        control.exec(&self.server, &format!("rm -rf {}", quote(&self.home())), Retry::Idempotent).await.map(drop)
+        control
+            .exec(
+                &self.server,
+                &format!("rm -rf {}", quote(&self.home())),
+                Retry::Idempotent,
+            )
+            .await
+            .map(drop)
     }
 
     async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
@@ -134,9 +182,20 @@ impl Db for Keeperd {
             return Ok(());
         }
         let home = self.home();
-        let env = self.clock_file(node).map(|f| faketime_env(&f)).unwrap_or_default();
+        let env = self
+            .clock_file(node)
+            .map(|f| faketime_env(&f))
+            .unwrap_or_default();
         let command = format!("{h}/keeperd {h}/keeperd.cfg", h = quote(&home));
-        self.process().start(control, node, &env, &command, &format!("{home}/keeperd.log")).await
+        self.process()
+            .start(
+                control,
+                node,
+                &env,
+                &command,
+                &format!("{home}/keeperd.log"),
+            )
+            .await
     }
 
     async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
@@ -178,7 +237,10 @@ impl Db for Keeperd {
         if !self.serves(node) {
             return Ok(false);
         }
-        let probe = format!("test -f {} && echo yes || true", quote(&format!("{}/keeperd.cfg", self.home())));
+        let probe = format!(
+            "test -f {} && echo yes || true",
+            quote(&format!("{}/keeperd.cfg", self.home()))
+        );
         Ok(control.exec(node, &probe, Retry::Idempotent).await? == "yes")
     }
 
@@ -190,7 +252,14 @@ impl Db for Keeperd {
             bail!("on {}: stop the server before wiping its data", node.name);
         }
         let data = quote(&format!("{}/data", self.home()));
-        control.exec(node, &format!("rm -rf {data} && mkdir -p {data}"), Retry::Idempotent).await.map(drop)
+        control
+            .exec(
+                node,
+                &format!("rm -rf {data} && mkdir -p {data}"),
+                Retry::Idempotent,
+            )
+            .await
+            .map(drop)
     }
 
     fn clock_file(&self, node: &Node) -> Option<String> {
@@ -201,7 +270,9 @@ impl Db for Keeperd {
         if !self.serves(node) {
             return Ok(());
         }
-        self.process().collect(control, node, &["keeperd.log"], "data", dir).await
+        self.process()
+            .collect(control, node, &["keeperd.log"], "data", dir)
+            .await
     }
 }
 
@@ -211,9 +282,20 @@ mod tests {
 
     #[test]
     fn config_binds_the_node_and_allows_every_four_letter_word() {
-        let node = Node { name: "n1".into(), host: "10.0.0.1".into(), port: 22, user: "root".into() };
+        let node = Node {
+            name: "n1".into(),
+            host: "10.0.0.1".into(),
+            port: 22,
+            user: "root".into(),
+        };
         let text = render_config(&KeeperdConfig::default(), &node, "/d/data");
-        for line in ["clientPort=2181", "clientPortAddress=10.0.0.1", "dataDir=/d/data", "tickTime=1000", "4lw.commands.whitelist=*"] {
+        for line in [
+            "clientPort=2181",
+            "clientPortAddress=10.0.0.1",
+            "dataDir=/d/data",
+            "tickTime=1000",
+            "4lw.commands.whitelist=*",
+        ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in {text}");
         }
     }
@@ -221,10 +303,17 @@ mod tests {
     #[test]
     fn every_client_is_sent_to_the_one_server() {
         let nodes: Vec<Node> = (1..=3)
-            .map(|i| Node { name: format!("n{i}"), host: format!("10.0.0.{i}"), port: 22, user: "root".into() })
+            .map(|i| Node {
+                name: format!("n{i}"),
+                host: format!("10.0.0.{i}"),
+                port: 22,
+                user: "root".into(),
+            })
             .collect();
         let db = Keeperd::new(KeeperdConfig::default(), &nodes).unwrap();
-        assert!(nodes.iter().all(|n| db.client_address(n) == "10.0.0.1:2181"));
+        assert!(nodes
+            .iter()
+            .all(|n| db.client_address(n) == "10.0.0.1:2181"));
         assert!(db.clock_file(&nodes[1]).is_none());
     }
 }

@@ -51,14 +51,21 @@ pub trait Db: Send + Sync {
 
 /// What each node says it is, in node order (`None` when it does not answer or serve).
 pub async fn modes(db: &dyn Db, nodes: &[Node]) -> Vec<Option<Mode>> {
-    let asks = nodes.iter().map(|n| async move { four_letter::mode(&db.client_address(n)).await.ok() });
+    let asks = nodes
+        .iter()
+        .map(|n| async move { four_letter::mode(&db.client_address(n)).await.ok() });
     futures::future::join_all(asks).await
 }
 
 /// The current leader, if exactly one node says it leads.
 pub async fn leader(db: &dyn Db, nodes: &[Node]) -> Option<Node> {
     let modes = modes(db, nodes).await;
-    let leaders: Vec<&Node> = nodes.iter().zip(&modes).filter(|(_, m)| **m == Some(Mode::Leader)).map(|(n, _)| n).collect();
+    let leaders: Vec<&Node> = nodes
+        .iter()
+        .zip(&modes)
+        .filter(|(_, m)| **m == Some(Mode::Leader))
+        .map(|(n, _)| n)
+        .collect();
     match leaders.as_slice() {
         [one] => Some((*one).clone()),
         _ => None,
@@ -66,7 +73,11 @@ pub async fn leader(db: &dyn Db, nodes: &[Node]) -> Option<Node> {
 }
 
 /// Waits until every node in `nodes` serves and, for an ensemble, exactly one leads.
-pub async fn wait_until_serving(db: &dyn Db, nodes: &[Node], limit: std::time::Duration) -> anyhow::Result<()> {
+pub async fn wait_until_serving(
+    db: &dyn Db,
+    nodes: &[Node],
+    limit: std::time::Duration,
+) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let modes = modes(db, nodes).await;
@@ -80,9 +91,20 @@ pub async fn wait_until_serving(db: &dyn Db, nodes: &[Node], limit: std::time::D
             let said: Vec<String> = nodes
                 .iter()
                 .zip(&modes)
-                .map(|(n, m)| format!("{}: {}", n.name, m.map(|m| m.to_string()).unwrap_or_else(|| "not serving".into())))
+                .map(|(n, m)| {
+                    format!(
+                        "{}: {}",
+                        n.name,
+                        m.map(|m| m.to_string())
+                            .unwrap_or_else(|| "not serving".into())
+                    )
+                })
                 .collect();
-            anyhow::bail!("{} did not form an ensemble within {limit:?} ({})", db.name(), said.join(", "));
+            anyhow::bail!(
+                "{} did not form an ensemble within {limit:?} ({})",
+                db.name(),
+                said.join(", ")
+            );
         }
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }

@@ -38,7 +38,14 @@ impl ServerProcess {
 
     /// Starts `command` (a shell command line, run in the home directory, output appended to
     /// `log`) detached, unless the server already runs; `env` prefixes it (e.g. faketime).
-    pub async fn start(&self, control: &Control, node: &Node, env: &str, command: &str, log: &str) -> anyhow::Result<()> {
+    pub async fn start(
+        &self,
+        control: &Control,
+        node: &Node,
+        env: &str,
+        command: &str,
+        log: &str,
+    ) -> anyhow::Result<()> {
         let cmd = format!(
             "if {running}; then exit 0; fi; cd {h} || exit 1; \
              {env}setsid nohup {command} >> {log} 2>&1 < /dev/null & echo $! > {h}/server.pid",
@@ -50,8 +57,16 @@ impl ServerProcess {
     }
 
     /// Sends `signal` to the server; returns whether one ran to receive it.
-    pub async fn signal(&self, control: &Control, node: &Node, signal: &str) -> anyhow::Result<bool> {
-        let cmd = format!("if {}; then kill -{signal} $pid && echo signalled; fi", self.find_pid());
+    pub async fn signal(
+        &self,
+        control: &Control,
+        node: &Node,
+        signal: &str,
+    ) -> anyhow::Result<bool> {
+        let cmd = format!(
+            "if {}; then kill -{signal} $pid && echo signalled; fi",
+            self.find_pid()
+        );
         Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "signalled")
     }
 
@@ -63,8 +78,13 @@ impl ServerProcess {
 
     /// Waits up to 10 s for the server's process to be gone.
     async fn wait_gone(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        let cmd = format!("for i in $(seq 100); do {} || exit 0; sleep 0.1; done; exit 1", self.find_pid());
-        let out = control.run(node, &cmd, Duration::from_secs(20), Retry::Idempotent).await?;
+        let cmd = format!(
+            "for i in $(seq 100); do {} || exit 0; sleep 0.1; done; exit 1",
+            self.find_pid()
+        );
+        let out = control
+            .run(node, &cmd, Duration::from_secs(20), Retry::Idempotent)
+            .await?;
         if out.status != 0 {
             bail!("on {}: the server in {} did not exit", node.name, self.home);
         }
@@ -82,7 +102,8 @@ impl ServerProcess {
     /// SIGCONT, SIGTERM, and SIGKILL if it has not exited within 10 s.
     pub async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
         self.signal(control, node, "CONT").await?;
-        if self.signal(control, node, "TERM").await? && self.wait_gone(control, node).await.is_err() {
+        if self.signal(control, node, "TERM").await? && self.wait_gone(control, node).await.is_err()
+        {
             self.kill(control, node).await?;
         }
         Ok(())
@@ -97,17 +118,30 @@ impl ServerProcess {
     }
 
     /// Copies `logs` (paths relative to the home) that exist, and a listing of `data`, into `dir`.
-    pub async fn collect(&self, control: &Control, node: &Node, logs: &[&str], data: &str, dir: &Path) -> anyhow::Result<()> {
+    pub async fn collect(
+        &self,
+        control: &Control,
+        node: &Node,
+        logs: &[&str],
+        data: &str,
+        dir: &Path,
+    ) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         for log in logs {
             let remote = format!("{}/{log}", self.home);
             let probe = format!("test -f {} && echo yes || true", quote(&remote));
             if control.exec(node, &probe, Retry::Idempotent).await? == "yes" {
-                let name = Path::new(log).file_name().map(|n| n.to_os_string()).unwrap_or_default();
+                let name = Path::new(log)
+                    .file_name()
+                    .map(|n| n.to_os_string())
+                    .unwrap_or_default();
                 control.download(node, &remote, &dir.join(name)).await?;
             }
         }
-        let list = format!("ls -laR {} 2>&1 || true", quote(&format!("{}/{data}", self.home)));
+        let list = format!(
+            "ls -laR {} 2>&1 || true",
+            quote(&format!("{}/{data}", self.home))
+        );
         let listing = control.exec(node, &list, Retry::Idempotent).await?;
         std::fs::write(dir.join("data-dir.txt"), listing + "\n")?;
         Ok(())

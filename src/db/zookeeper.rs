@@ -96,7 +96,13 @@ pub fn render_zoo_cfg(cfg: &ZkConfig, nodes: &[Node], node: &Node, data_dir: &st
     );
     if nodes.len() > 1 {
         for (i, n) in nodes.iter().enumerate() {
-            out.push_str(&format!("server.{}={}:{}:{}\n", i + 1, n.host, cfg.quorum_port, cfg.election_port));
+            out.push_str(&format!(
+                "server.{}={}:{}:{}\n",
+                i + 1,
+                n.host,
+                cfg.quorum_port,
+                cfg.election_port
+            ));
         }
     }
     out
@@ -132,7 +138,8 @@ impl ZooKeeper {
 
     fn myid(&self, node: &Node) -> anyhow::Result<usize> {
         let i = self.nodes.iter().position(|n| n.name == node.name);
-        i.map(|i| i + 1).with_context(|| format!("{} is not a node of this ensemble", node.name))
+        i.map(|i| i + 1)
+            .with_context(|| format!("{} is not a node of this ensemble", node.name))
     }
 
     /// Where the installed ZooKeeper lives and the class path to run it.
@@ -147,7 +154,10 @@ impl ZooKeeper {
 
     fn process(&self, node: &Node) -> ServerProcess {
         let home = self.home(node);
-        ServerProcess { marker: format!("{home}/conf/zoo.cfg"), home }
+        ServerProcess {
+            marker: format!("{home}/conf/zoo.cfg"),
+            home,
+        }
     }
 
     async fn install(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
@@ -156,7 +166,9 @@ impl ZooKeeper {
                 let cmd = "test -f /usr/share/java/zookeeper.jar || \
                      (export DEBIAN_FRONTEND=noninteractive; apt-get update -q && \
                       apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 zookeeper)";
-                control.run_checked(node, cmd, Duration::from_secs(600), Retry::Idempotent).await?;
+                control
+                    .run_checked(node, cmd, Duration::from_secs(600), Retry::Idempotent)
+                    .await?;
             }
             Install::Tarball(source) => self.install_tarball(control, node, source).await?,
         }
@@ -164,18 +176,32 @@ impl ZooKeeper {
     }
 
     /// Unpacks a release tarball into `<home>/dist` (per node: local nodes share a disk).
-    async fn install_tarball(&self, control: &Control, node: &Node, source: &str) -> anyhow::Result<()> {
+    async fn install_tarball(
+        &self,
+        control: &Control,
+        node: &Node,
+        source: &str,
+    ) -> anyhow::Result<()> {
         let home = self.home(node);
-        control.exec(node, &format!("mkdir -p {}", quote(&home)), Retry::Idempotent).await?;
+        control
+            .exec(
+                node,
+                &format!("mkdir -p {}", quote(&home)),
+                Retry::Idempotent,
+            )
+            .await?;
         let archive = format!("{home}/zookeeper.tar.gz");
         if source.starts_with("http://") || source.starts_with("https://") {
             let cmd = format!(
                 "curl -fsSL -o {archive} {url} || wget -q -O {archive} {url}",
                 url = quote(source)
             );
-            control.run_checked(node, &cmd, Duration::from_secs(600), Retry::Idempotent).await?;
+            control
+                .run_checked(node, &cmd, Duration::from_secs(600), Retry::Idempotent)
+                .await?;
         } else {
-            let data = std::fs::read(source).with_context(|| format!("cannot read ZooKeeper tarball {source}"))?;
+            let data = std::fs::read(source)
+                .with_context(|| format!("cannot read ZooKeeper tarball {source}"))?;
             control.upload(node, data, &archive, 0o644).await?;
         }
         let cmd = format!(
@@ -184,7 +210,9 @@ impl ZooKeeper {
             dist = quote(&format!("{home}/dist")),
             archive = quote(&archive),
         );
-        control.run_checked(node, &cmd, Duration::from_secs(300), Retry::Idempotent).await?;
+        control
+            .run_checked(node, &cmd, Duration::from_secs(300), Retry::Idempotent)
+            .await?;
         Ok(())
     }
 
@@ -192,15 +220,37 @@ impl ZooKeeper {
         let home = self.home(node);
         let data = format!("{home}/data");
         control
-            .exec(node, &format!("mkdir -p {h}/conf {h}/data {h}/logs", h = quote(&home)), Retry::Idempotent)
+            .exec(
+                node,
+                &format!("mkdir -p {h}/conf {h}/data {h}/logs", h = quote(&home)),
+                Retry::Idempotent,
+            )
             .await?;
         let zoo_cfg = render_zoo_cfg(&self.cfg, &self.nodes, node, &data);
-        control.upload(node, zoo_cfg.into_bytes(), &format!("{home}/conf/zoo.cfg"), 0o644).await?;
-        control.upload(node, LOG4J.as_bytes().to_vec(), &format!("{home}/conf/log4j.properties"), 0o644).await?;
+        control
+            .upload(
+                node,
+                zoo_cfg.into_bytes(),
+                &format!("{home}/conf/zoo.cfg"),
+                0o644,
+            )
+            .await?;
+        control
+            .upload(
+                node,
+                LOG4J.as_bytes().to_vec(),
+                &format!("{home}/conf/log4j.properties"),
+                0o644,
+            )
+            .await?;
         let myid = format!("{}\n", self.myid(node)?);
-        control.upload(node, myid.into_bytes(), &format!("{data}/myid"), 0o644).await?;
+        control
+            .upload(node, myid.into_bytes(), &format!("{data}/myid"), 0o644)
+            .await?;
         if let Some(file) = self.clock_file(node) {
-            control.upload(node, b"+0.000\n".to_vec(), &file, 0o644).await?;
+            control
+                .upload(node, b"+0.000\n".to_vec(), &file, 0o644)
+                .await?;
         }
         Ok(())
     }
@@ -232,7 +282,13 @@ impl Db for ZooKeeper {
         let steps = self.nodes.iter().map(|node| async move {
             self.resume(control, node).await?;
             self.stop(control, node).await?;
-            control.exec(node, &format!("rm -rf {}", quote(&self.home(node))), Retry::Idempotent).await?;
+            control
+                .exec(
+                    node,
+                    &format!("rm -rf {}", quote(&self.home(node))),
+                    Retry::Idempotent,
+                )
+                .await?;
             anyhow::Ok(())
         });
         for result in futures::future::join_all(steps).await {
@@ -243,7 +299,10 @@ impl Db for ZooKeeper {
 
     async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
         let home = self.home(node);
-        let env = self.clock_file(node).map(|f| faketime_env(&f)).unwrap_or_default();
+        let env = self
+            .clock_file(node)
+            .map(|f| faketime_env(&f))
+            .unwrap_or_default();
         let java = format!(
             "java -Xmx{heap}m -Dzookeeper.log.dir={h}/logs -Dlog4j.configuration=file:{h}/conf/log4j.properties \
              -cp {cp} org.apache.zookeeper.server.quorum.QuorumPeerMain {h}/conf/zoo.cfg",
@@ -251,7 +310,15 @@ impl Db for ZooKeeper {
             heap = self.cfg.heap_mb,
             cp = quote(&self.class_path(&home)),
         );
-        self.process(node).start(control, node, &env, &java, &format!("{home}/logs/stdout.log")).await
+        self.process(node)
+            .start(
+                control,
+                node,
+                &env,
+                &java,
+                &format!("{home}/logs/stdout.log"),
+            )
+            .await
     }
 
     async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
@@ -267,7 +334,10 @@ impl Db for ZooKeeper {
     }
 
     async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).signal(control, node, "CONT").await.map(drop)
+        self.process(node)
+            .signal(control, node, "CONT")
+            .await
+            .map(drop)
     }
 
     async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
@@ -275,7 +345,10 @@ impl Db for ZooKeeper {
     }
 
     async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        let cmd = format!("test -f {} && echo yes || true", quote(&format!("{}/conf/zoo.cfg", self.home(node))));
+        let cmd = format!(
+            "test -f {} && echo yes || true",
+            quote(&format!("{}/conf/zoo.cfg", self.home(node)))
+        );
         Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "yes")
     }
 
@@ -284,16 +357,28 @@ impl Db for ZooKeeper {
             bail!("on {}: stop the server before wiping its data", node.name);
         }
         let data = quote(&format!("{}/data", self.home(node)));
-        control.exec(node, &format!("rm -rf {data}/version-2"), Retry::Idempotent).await?;
+        control
+            .exec(node, &format!("rm -rf {data}/version-2"), Retry::Idempotent)
+            .await?;
         Ok(())
     }
 
     fn clock_file(&self, node: &Node) -> Option<String> {
-        self.cfg.faketime.then(|| format!("{}/faketime", self.home(node)))
+        self.cfg
+            .faketime
+            .then(|| format!("{}/faketime", self.home(node)))
     }
 
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
-        self.process(node).collect(control, node, &["logs/zookeeper.log", "logs/stdout.log"], "data", dir).await
+        self.process(node)
+            .collect(
+                control,
+                node,
+                &["logs/zookeeper.log", "logs/stdout.log"],
+                "data",
+                dir,
+            )
+            .await
     }
 }
 
@@ -303,7 +388,12 @@ mod tests {
 
     fn nodes(n: usize) -> Vec<Node> {
         (1..=n)
-            .map(|i| Node { name: format!("n{i}"), host: format!("10.0.0.{i}"), port: 22, user: "root".into() })
+            .map(|i| Node {
+                name: format!("n{i}"),
+                host: format!("10.0.0.{i}"),
+                port: 22,
+                user: "root".into(),
+            })
             .collect()
     }
 
@@ -315,7 +405,10 @@ mod tests {
         assert!(cfg.contains("dataDir=/d/n2/data\n"));
         assert!(cfg.contains("server.1=10.0.0.1:2888:3888\nserver.2=10.0.0.2:2888:3888\nserver.3=10.0.0.3:2888:3888\n"));
         assert!(!cfg.contains("server.4"));
-        let words = cfg.lines().find_map(|l| l.strip_prefix("4lw.commands.whitelist=")).unwrap();
+        let words = cfg
+            .lines()
+            .find_map(|l| l.strip_prefix("4lw.commands.whitelist="))
+            .unwrap();
         for w in ["srvr", "mntr", "ruok", "wchs", "cons", "stat"] {
             assert!(words.split(',').any(|x| x == w), "{w} missing");
         }
@@ -331,9 +424,21 @@ mod tests {
     #[test]
     fn zoo_cfg_uses_configured_timing() {
         let nodes = nodes(5);
-        let cfg = ZkConfig { tick_time_ms: 500, init_limit: 7, sync_limit: 3, client_port: 2191, ..Default::default() };
+        let cfg = ZkConfig {
+            tick_time_ms: 500,
+            init_limit: 7,
+            sync_limit: 3,
+            client_port: 2191,
+            ..Default::default()
+        };
         let text = render_zoo_cfg(&cfg, &nodes, &nodes[4], "/x");
-        for line in ["tickTime=500", "initLimit=7", "syncLimit=3", "clientPort=2191", "server.5=10.0.0.5:2888:3888"] {
+        for line in [
+            "tickTime=500",
+            "initLimit=7",
+            "syncLimit=3",
+            "clientPort=2191",
+            "server.5=10.0.0.5:2888:3888",
+        ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }
     }

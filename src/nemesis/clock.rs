@@ -46,7 +46,11 @@ pub struct ClockConfig {
 
 impl Default for ClockConfig {
     fn default() -> Self {
-        ClockConfig { mode: ClockMode::Bump, delta_ms: 5000, period: Duration(std::time::Duration::from_millis(500)) }
+        ClockConfig {
+            mode: ClockMode::Bump,
+            delta_ms: 5000,
+            period: Duration(std::time::Duration::from_millis(500)),
+        }
     }
 }
 
@@ -70,11 +74,19 @@ fn probe_command(clock_file: Option<&str>) -> String {
 
 /// The controller's wall clock in nanoseconds since the epoch.
 fn controller_now_ns() -> i128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
 }
 
 /// Sets `node`'s clock, as its server sees it, to the controller's clock plus `offset_ms`.
-pub async fn set_offset(control: &Control, db: &dyn Db, node: &Node, offset_ms: i64) -> anyhow::Result<()> {
+pub async fn set_offset(
+    control: &Control,
+    db: &dyn Db,
+    node: &Node,
+    offset_ms: i64,
+) -> anyhow::Result<()> {
     match db.clock_file(node) {
         Some(file) => {
             let text = format!("{:+.3}\n", offset_ms as f64 / 1000.0);
@@ -82,7 +94,11 @@ pub async fn set_offset(control: &Control, db: &dyn Db, node: &Node, offset_ms: 
         }
         None => {
             let target_ns = controller_now_ns() + offset_ms as i128 * 1_000_000;
-            let secs = format!("{}.{:09}", target_ns.div_euclid(1_000_000_000), target_ns.rem_euclid(1_000_000_000));
+            let secs = format!(
+                "{}.{:09}",
+                target_ns.div_euclid(1_000_000_000),
+                target_ns.rem_euclid(1_000_000_000)
+            );
             let cmd = if offset_ms == 0 {
                 format!(
                     "date -s @{secs} >/dev/null && rm -f {SKEW_MARKER} && \
@@ -113,7 +129,10 @@ pub async fn measure(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Res
 
 /// Every node's measured offset, in milliseconds, by node name.
 pub async fn measure_all(control: &Control, db: &dyn Db) -> BTreeMap<String, f64> {
-    let asks = control.nodes().iter().map(|n| async move { (n.name.clone(), measure(control, db, n).await) });
+    let asks = control
+        .nodes()
+        .iter()
+        .map(|n| async move { (n.name.clone(), measure(control, db, n).await) });
     let mut offsets = BTreeMap::new();
     for (name, result) in futures::future::join_all(asks).await {
         match result {
@@ -128,7 +147,10 @@ pub async fn measure_all(control: &Control, db: &dyn Db) -> BTreeMap<String, f64
 
 /// Puts every node's clock back to the controller's.
 pub async fn reset_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
-    let resets = control.nodes().iter().map(|n| set_offset(control, db, n, 0));
+    let resets = control
+        .nodes()
+        .iter()
+        .map(|n| set_offset(control, db, n, 0));
     for result in futures::future::join_all(resets).await {
         result?;
     }
@@ -146,8 +168,19 @@ pub struct ClockNemesis {
 
 impl ClockNemesis {
     /// A clock fault `cfg` on the nodes `target` picks at each start.
-    pub fn new(control: Control, db: Arc<dyn Db>, target: Target, cfg: ClockConfig) -> ClockNemesis {
-        ClockNemesis { control, db, target, cfg, strobe: Mutex::new(None) }
+    pub fn new(
+        control: Control,
+        db: Arc<dyn Db>,
+        target: Target,
+        cfg: ClockConfig,
+    ) -> ClockNemesis {
+        ClockNemesis {
+            control,
+            db,
+            target,
+            cfg,
+            strobe: Mutex::new(None),
+        }
     }
 
     async fn offsets_value(&self, hit: &[Node]) -> serde_json::Value {
@@ -166,16 +199,31 @@ impl Nemesis for ClockNemesis {
         Box::pin(async move {
             let hit = match self.cfg.mode {
                 ClockMode::Reset => self.control.nodes().to_vec(),
-                _ => self.target.pick(self.control.nodes(), self.db.as_ref()).await?,
+                _ => {
+                    self.target
+                        .pick(self.control.nodes(), self.db.as_ref())
+                        .await?
+                }
             };
-            let offset = if self.cfg.mode == ClockMode::Reset { 0 } else { self.cfg.delta_ms };
-            let sets = hit.iter().map(|n| set_offset(&self.control, self.db.as_ref(), n, offset));
+            let offset = if self.cfg.mode == ClockMode::Reset {
+                0
+            } else {
+                self.cfg.delta_ms
+            };
+            let sets = hit
+                .iter()
+                .map(|n| set_offset(&self.control, self.db.as_ref(), n, offset));
             for result in futures::future::join_all(sets).await {
                 result.context("cannot set a clock")?;
             }
             if self.cfg.mode == ClockMode::Strobe {
-                let (control, db, nodes, delta, period) =
-                    (self.control.clone(), self.db.clone(), hit.clone(), self.cfg.delta_ms, self.cfg.period.0);
+                let (control, db, nodes, delta, period) = (
+                    self.control.clone(),
+                    self.db.clone(),
+                    hit.clone(),
+                    self.cfg.delta_ms,
+                    self.cfg.period.0,
+                );
                 let strobing = tokio::spawn(async move {
                     for flip in 1u64.. {
                         tokio::time::sleep(period).await;
@@ -187,7 +235,12 @@ impl Nemesis for ClockNemesis {
                         }
                     }
                 });
-                if let Some(old) = self.strobe.lock().unwrap_or_else(|p| p.into_inner()).replace(strobing) {
+                if let Some(old) = self
+                    .strobe
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .replace(strobing)
+                {
                     old.abort();
                 }
             }
@@ -222,7 +275,8 @@ mod tests {
 
     #[test]
     fn config_reads_modes_and_rejects_unknown_keys() {
-        let cfg: ClockConfig = serde_yaml_ng::from_str("mode: strobe\ndelta_ms: -200\nperiod: 100ms\n").unwrap();
+        let cfg: ClockConfig =
+            serde_yaml_ng::from_str("mode: strobe\ndelta_ms: -200\nperiod: 100ms\n").unwrap();
         assert_eq!(cfg.mode, ClockMode::Strobe);
         assert_eq!(cfg.delta_ms, -200);
         assert!(serde_yaml_ng::from_str::<ClockConfig>("mode: warp\n").is_err());

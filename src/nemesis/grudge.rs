@@ -26,7 +26,11 @@ pub fn complete(components: &[Vec<String>]) -> Grudge {
     let mut grudge = Grudge::new();
     for (i, part) in components.iter().enumerate() {
         for node in part {
-            let others = components.iter().enumerate().filter(|(j, _)| *j != i).flat_map(|(_, p)| p.iter().cloned());
+            let others = components
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .flat_map(|(_, p)| p.iter().cloned());
             grudge.entry(node.clone()).or_default().extend(others);
         }
     }
@@ -50,7 +54,9 @@ pub fn compute(shape: &Shape, nodes: &[String], rng: &mut impl Rng) -> Grudge {
         Shape::Bridge => {
             let half = nodes.len() / 2;
             let (left, rest) = shuffled.split_at(half);
-            let (_bridge, right) = rest.split_first().expect("a bridge needs at least one node");
+            let (_bridge, right) = rest
+                .split_first()
+                .expect("a bridge needs at least one node");
             let mut grudge = complete(&[left.to_vec(), right.to_vec()]);
             grudge.retain(|_, dropped| !dropped.is_empty());
             grudge
@@ -71,7 +77,11 @@ fn majorities_ring(ring: &[String]) -> Grudge {
                 &ring[(i as isize + offset).rem_euclid(n as isize) as usize]
             })
             .collect();
-        let dropped = ring.iter().filter(|m| !visible.contains(m)).cloned().collect();
+        let dropped = ring
+            .iter()
+            .filter(|m| !visible.contains(m))
+            .cloned()
+            .collect();
         grudge.insert(node.clone(), dropped);
     }
     grudge
@@ -96,7 +106,11 @@ mod tests {
     }
 
     fn symmetric(grudge: &Grudge, nodes: &[String]) -> bool {
-        nodes.iter().all(|a| nodes.iter().all(|b| sees(grudge, a, b) == sees(grudge, b, a)))
+        nodes.iter().all(|a| {
+            nodes
+                .iter()
+                .all(|b| sees(grudge, a, b) == sees(grudge, b, a))
+        })
     }
 
     #[test]
@@ -104,14 +118,30 @@ mod tests {
         for n in [3, 5] {
             let nodes = names(n);
             for seed in 0..20 {
-                let g = compute(&Shape::Halves, &nodes, &mut rand::rngs::StdRng::seed_from_u64(seed));
+                let g = compute(
+                    &Shape::Halves,
+                    &nodes,
+                    &mut rand::rngs::StdRng::seed_from_u64(seed),
+                );
                 assert!(symmetric(&g, &nodes));
-                let mut sizes: Vec<usize> = nodes.iter().map(|a| visible_count(&g, &nodes, a)).collect();
+                let mut sizes: Vec<usize> =
+                    nodes.iter().map(|a| visible_count(&g, &nodes, a)).collect();
                 sizes.sort();
                 let minority = n / 2;
-                assert_eq!(sizes.iter().filter(|s| **s == minority).count(), minority, "{g:?}");
-                assert_eq!(sizes.iter().filter(|s| **s == n - minority).count(), n - minority, "{g:?}");
-                assert!(nodes.iter().all(|a| !g[a].contains(a)), "nobody drops itself");
+                assert_eq!(
+                    sizes.iter().filter(|s| **s == minority).count(),
+                    minority,
+                    "{g:?}"
+                );
+                assert_eq!(
+                    sizes.iter().filter(|s| **s == n - minority).count(),
+                    n - minority,
+                    "{g:?}"
+                );
+                assert!(
+                    nodes.iter().all(|a| !g[a].contains(a)),
+                    "nobody drops itself"
+                );
             }
         }
     }
@@ -120,7 +150,11 @@ mod tests {
     fn isolating_one_node_cuts_it_from_everyone() {
         for n in [3, 5] {
             let nodes = names(n);
-            let g = compute(&Shape::Isolate(vec!["n2".into()]), &nodes, &mut rand::thread_rng());
+            let g = compute(
+                &Shape::Isolate(vec!["n2".into()]),
+                &nodes,
+                &mut rand::thread_rng(),
+            );
             assert_eq!(g["n2"].len(), n - 1);
             for other in nodes.iter().filter(|m| *m != "n2") {
                 assert_eq!(g[other].iter().collect::<Vec<_>>(), vec!["n2"]);
@@ -133,15 +167,25 @@ mod tests {
         for n in [3, 5] {
             let nodes = names(n);
             for seed in 0..20 {
-                let g = compute(&Shape::MajoritiesRing, &nodes, &mut rand::rngs::StdRng::seed_from_u64(seed));
-                let views: Vec<BTreeSet<&String>> =
-                    nodes.iter().map(|a| nodes.iter().filter(|b| sees(&g, a, b)).collect()).collect();
+                let g = compute(
+                    &Shape::MajoritiesRing,
+                    &nodes,
+                    &mut rand::rngs::StdRng::seed_from_u64(seed),
+                );
+                let views: Vec<BTreeSet<&String>> = nodes
+                    .iter()
+                    .map(|a| nodes.iter().filter(|b| sees(&g, a, b)).collect())
+                    .collect();
                 for (a, view) in nodes.iter().zip(&views) {
                     assert_eq!(view.len(), n / 2 + 1, "{a} sees {view:?}");
                     assert!(view.contains(a));
                 }
                 let distinct: BTreeSet<_> = views.iter().collect();
-                assert_eq!(distinct.len(), n, "every node sees a different majority: {views:?}");
+                assert_eq!(
+                    distinct.len(),
+                    n,
+                    "every node sees a different majority: {views:?}"
+                );
             }
         }
     }
@@ -151,12 +195,23 @@ mod tests {
         for n in [3, 5] {
             let nodes = names(n);
             for seed in 0..20 {
-                let g = compute(&Shape::Bridge, &nodes, &mut rand::rngs::StdRng::seed_from_u64(seed));
+                let g = compute(
+                    &Shape::Bridge,
+                    &nodes,
+                    &mut rand::rngs::StdRng::seed_from_u64(seed),
+                );
                 assert!(symmetric(&g, &nodes));
-                let bridges: Vec<&String> = nodes.iter().filter(|a| visible_count(&g, &nodes, a) == n).collect();
+                let bridges: Vec<&String> = nodes
+                    .iter()
+                    .filter(|a| visible_count(&g, &nodes, a) == n)
+                    .collect();
                 assert_eq!(bridges.len(), 1, "{g:?}");
                 for a in nodes.iter().filter(|a| *a != bridges[0]) {
-                    assert_eq!(visible_count(&g, &nodes, a), n / 2 + 1 - (n % 2 == 0) as usize, "{a}: {g:?}");
+                    assert_eq!(
+                        visible_count(&g, &nodes, a),
+                        n / 2 + 1 - (n % 2 == 0) as usize,
+                        "{a}: {g:?}"
+                    );
                 }
             }
         }

@@ -14,14 +14,38 @@ use crate::db::Db;
 
 /// Heals one node: removes partition rules, resumes a paused server, restarts a server that
 /// was set up but is not running. Returns what it did.
-async fn heal_node(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<Vec<&'static str>> {
+async fn heal_node(
+    control: &Control,
+    db: &dyn Db,
+    node: &Node,
+) -> anyhow::Result<Vec<&'static str>> {
     let mut done = Vec::new();
-    control.exec(node, partition::HEAL_COMMAND, Retry::Idempotent).await?;
-    control.exec(node, &packet::heal_command(node), Retry::Idempotent).await?;
+    control
+        .exec(node, partition::HEAL_COMMAND, Retry::Idempotent)
+        .await?;
+    control
+        .exec(node, &packet::heal_command(node), Retry::Idempotent)
+        .await?;
     done.push("network");
     let skewed = match db.clock_file(node) {
-        Some(file) => control.exec(node, &format!("test -f {file} && echo yes || true"), Retry::Idempotent).await?,
-        None => control.exec(node, &format!("test -f {SKEW_MARKER} && echo yes || true"), Retry::Idempotent).await?,
+        Some(file) => {
+            control
+                .exec(
+                    node,
+                    &format!("test -f {file} && echo yes || true"),
+                    Retry::Idempotent,
+                )
+                .await?
+        }
+        None => {
+            control
+                .exec(
+                    node,
+                    &format!("test -f {SKEW_MARKER} && echo yes || true"),
+                    Retry::Idempotent,
+                )
+                .await?
+        }
     };
     if skewed == "yes" {
         clock::set_offset(control, db, node, 0).await?;
@@ -49,7 +73,10 @@ pub async fn heal_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(anyhow!("could not heal every node: {}", failures.join("; ")))
+        Err(anyhow!(
+            "could not heal every node: {}",
+            failures.join("; ")
+        ))
     }
 }
 
@@ -90,7 +117,10 @@ pub async fn guarded<T>(
     };
     let ending = match first {
         Ok(outcome) => Ending::Finished(outcome.unwrap_or_else(|panic| {
-            let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
             Err(anyhow!("panicked: {}", what.unwrap_or_default()))
         })),
         Err(signal) => {

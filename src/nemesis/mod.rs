@@ -14,8 +14,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-pub use heal::{guarded, heal_all, Ending, OnSignal};
 pub use clock::ClockConfig;
+pub use heal::{guarded, heal_all, Ending, OnSignal};
 pub use package::{FaultConfig, NemesisConfig};
 pub use packet::NetemConfig;
 pub use partition::{Partition, PartitionSpec};
@@ -44,14 +44,45 @@ pub const KINDS: &[&str] = &["partition", "kill", "pause", "clock", "packet"];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
 /// [`PartitionSpec`] for targets).
-pub fn build(fault: &FaultConfig, control: Control, db: Arc<dyn Db>) -> anyhow::Result<Arc<dyn Nemesis>> {
+pub fn build(
+    fault: &FaultConfig,
+    control: Control,
+    db: Arc<dyn Db>,
+) -> anyhow::Result<Arc<dyn Nemesis>> {
     let target = || fault.target.parse::<target::Target>();
     Ok(match fault.kind.as_str() {
-        "partition" => Arc::new(Partition::new(control, db, PartitionSpec::parse(&fault.target)?)),
-        "kill" => Arc::new(ProcessNemesis::new(control, db, ProcessFault::Kill, target()?)),
-        "pause" => Arc::new(ProcessNemesis::new(control, db, ProcessFault::Pause, target()?)),
-        "clock" => Arc::new(clock::ClockNemesis::new(control, db, target()?, fault.clock.clone().unwrap_or_default())),
-        "packet" => Arc::new(packet::PacketNemesis::new(control, db, target()?, fault.netem.clone().unwrap_or_default())?),
-        other => anyhow::bail!("unknown nemesis kind {other:?} (known: {})", KINDS.join(", ")),
+        "partition" => Arc::new(Partition::new(
+            control,
+            db,
+            PartitionSpec::parse(&fault.target)?,
+        )),
+        "kill" => Arc::new(ProcessNemesis::new(
+            control,
+            db,
+            ProcessFault::Kill,
+            target()?,
+        )),
+        "pause" => Arc::new(ProcessNemesis::new(
+            control,
+            db,
+            ProcessFault::Pause,
+            target()?,
+        )),
+        "clock" => Arc::new(clock::ClockNemesis::new(
+            control,
+            db,
+            target()?,
+            fault.clock.clone().unwrap_or_default(),
+        )),
+        "packet" => Arc::new(packet::PacketNemesis::new(
+            control,
+            db,
+            target()?,
+            fault.netem.clone().unwrap_or_default(),
+        )?),
+        other => anyhow::bail!(
+            "unknown nemesis kind {other:?} (known: {})",
+            KINDS.join(", ")
+        ),
     })
 }

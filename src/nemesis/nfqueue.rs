@@ -7,8 +7,8 @@
 //! It speaks nfnetlink_queue directly over a netlink socket: bind the queue, ask for packet
 //! metadata only, and answer each packet id with a verdict.
 
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,7 @@ fn push_attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
     buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
     buf.extend_from_slice(&kind.to_ne_bytes());
     buf.extend_from_slice(payload);
-    while buf.len() % 4 != 0 {
+    while !buf.len().is_multiple_of(4) {
         buf.push(0);
     }
 }
@@ -98,13 +98,18 @@ pub fn packet_ids(buf: &[u8]) -> io::Result<Vec<u32>> {
         } else if kind == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET {
             let mut attr = at + 20;
             while attr + 4 <= at + len {
-                let alen = u16::from_ne_bytes(buf[attr..attr + 2].try_into().expect("2 bytes")) as usize;
-                let akind = u16::from_ne_bytes(buf[attr + 2..attr + 4].try_into().expect("2 bytes")) & 0x7fff;
+                let alen =
+                    u16::from_ne_bytes(buf[attr..attr + 2].try_into().expect("2 bytes")) as usize;
+                let akind =
+                    u16::from_ne_bytes(buf[attr + 2..attr + 4].try_into().expect("2 bytes"))
+                        & 0x7fff;
                 if alen < 4 {
                     break;
                 }
                 if akind == NFQA_PACKET_HDR && alen >= 8 {
-                    ids.push(u32::from_be_bytes(buf[attr + 4..attr + 8].try_into().expect("4 bytes")));
+                    ids.push(u32::from_be_bytes(
+                        buf[attr + 4..attr + 8].try_into().expect("4 bytes"),
+                    ));
                 }
                 attr += (alen + 3) & !3;
             }
@@ -122,21 +127,39 @@ struct Queue {
 impl Queue {
     fn bind(number: u16) -> io::Result<Queue> {
         // SAFETY: plain socket creation; the descriptor is owned by the returned Queue.
-        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, NETLINK_NETFILTER) };
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                NETLINK_NETFILTER,
+            )
+        };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
         let queue = Queue { fd };
         let mut cmd = Vec::new();
-        push_attr(&mut cmd, NFQA_CFG_CMD, &[NFQNL_CFG_CMD_BIND, 0, 0, libc::AF_INET as u8]);
+        push_attr(
+            &mut cmd,
+            NFQA_CFG_CMD,
+            &[NFQNL_CFG_CMD_BIND, 0, 0, libc::AF_INET as u8],
+        );
         queue.send(&message(NFQNL_MSG_CONFIG, number, &cmd))?;
         let mut params = Vec::new();
         let mut copy = 0u32.to_be_bytes().to_vec();
         copy.push(NFQNL_COPY_META);
         push_attr(&mut params, NFQA_CFG_PARAMS, &copy);
         push_attr(&mut params, NFQA_CFG_QUEUE_MAXLEN, &65536u32.to_be_bytes());
-        push_attr(&mut params, NFQA_CFG_MASK, &NFQA_CFG_F_FAIL_OPEN.to_be_bytes());
-        push_attr(&mut params, NFQA_CFG_FLAGS, &NFQA_CFG_F_FAIL_OPEN.to_be_bytes());
+        push_attr(
+            &mut params,
+            NFQA_CFG_MASK,
+            &NFQA_CFG_F_FAIL_OPEN.to_be_bytes(),
+        );
+        push_attr(
+            &mut params,
+            NFQA_CFG_FLAGS,
+            &NFQA_CFG_F_FAIL_OPEN.to_be_bytes(),
+        );
         queue.send(&message(NFQNL_MSG_CONFIG, number, &params))?;
         Ok(queue)
     }
@@ -163,7 +186,11 @@ impl Queue {
 
     /// Waits up to `timeout` for messages; returns the packet ids that arrived.
     fn receive(&self, buf: &mut [u8], timeout: Duration) -> io::Result<Vec<u32>> {
-        let mut pollfd = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+        let mut pollfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         let ms = timeout.as_millis().min(1000) as i32;
         // SAFETY: one valid pollfd.
         let ready = unsafe { libc::poll(&mut pollfd, 1, ms) };
@@ -171,11 +198,24 @@ impl Queue {
             return Ok(Vec::new());
         }
         // SAFETY: the buffer is valid for its length.
-        let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        let n = unsafe {
+            libc::recv(
+                self.fd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             // ENOBUFS: the kernel dropped messages; fail-open keeps traffic moving.
-            return if e.raw_os_error() == Some(libc::ENOBUFS) || e.kind() == io::ErrorKind::WouldBlock { Ok(Vec::new()) } else { Err(e) };
+            return if e.raw_os_error() == Some(libc::ENOBUFS)
+                || e.kind() == io::ErrorKind::WouldBlock
+            {
+                Ok(Vec::new())
+            } else {
+                Err(e)
+            };
         }
         packet_ids(&buf[..n as usize])
     }
@@ -203,7 +243,10 @@ pub fn run(number: u16, shaping: Shaping) -> io::Result<()> {
             due.pop();
             queue.send(&verdict(number, id, NF_ACCEPT))?;
         }
-        let wait = due.peek().map(|Reverse((at, _))| at.saturating_duration_since(now)).unwrap_or(Duration::from_secs(1));
+        let wait = due
+            .peek()
+            .map(|Reverse((at, _))| at.saturating_duration_since(now))
+            .unwrap_or(Duration::from_secs(1));
         for id in queue.receive(&mut buf, wait)? {
             if shaping.loss > 0.0 && rng.gen_bool(shaping.loss.min(1.0)) {
                 queue.send(&verdict(number, id, NF_DROP))?;
@@ -211,7 +254,10 @@ pub fn run(number: u16, shaping: Shaping) -> io::Result<()> {
             }
             let jitter = shaping.jitter.as_secs_f64();
             let delay = (shaping.delay.as_secs_f64() + rng.gen_range(-jitter..=jitter)).max(0.0);
-            due.push(Reverse((Instant::now() + Duration::from_secs_f64(delay), id)));
+            due.push(Reverse((
+                Instant::now() + Duration::from_secs_f64(delay),
+                id,
+            )));
         }
     }
 }
@@ -224,8 +270,14 @@ mod tests {
     fn verdicts_are_well_formed() {
         let msg = verdict(7, 0x01020304, NF_ACCEPT);
         assert_eq!(msg.len(), 16 + 4 + 12);
-        assert_eq!(u32::from_ne_bytes(msg[0..4].try_into().unwrap()) as usize, msg.len());
-        assert_eq!(u16::from_ne_bytes(msg[4..6].try_into().unwrap()), (3 << 8) | 1);
+        assert_eq!(
+            u32::from_ne_bytes(msg[0..4].try_into().unwrap()) as usize,
+            msg.len()
+        );
+        assert_eq!(
+            u16::from_ne_bytes(msg[4..6].try_into().unwrap()),
+            (3 << 8) | 1
+        );
         assert_eq!(&msg[18..20], &7u16.to_be_bytes());
         assert_eq!(&msg[24..28], &NF_ACCEPT.to_be_bytes());
         assert_eq!(&msg[28..32], &0x01020304u32.to_be_bytes());
@@ -248,6 +300,9 @@ mod tests {
         buf[0..4].copy_from_slice(&36u32.to_ne_bytes());
         buf[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
         buf[16..20].copy_from_slice(&(-libc::EPERM).to_ne_bytes());
-        assert_eq!(packet_ids(&buf).unwrap_err().raw_os_error(), Some(libc::EPERM));
+        assert_eq!(
+            packet_ids(&buf).unwrap_err().raw_os_error(),
+            Some(libc::EPERM)
+        );
     }
 }

@@ -60,7 +60,8 @@ impl Nemesis for RandomMix {
         let fault = self.current().clone();
         Box::pin(async move {
             let healed = fault.stop().await;
-            *self.next.lock().unwrap_or_else(|p| p.into_inner()) = rand::thread_rng().gen_range(0..self.faults.len());
+            *self.next.lock().unwrap_or_else(|p| p.into_inner()) =
+                rand::thread_rng().gen_range(0..self.faults.len());
             healed
         })
     }
@@ -89,18 +90,29 @@ fn default_target() -> String {
 
 impl NemesisConfig {
     /// Builds the package's nemeses; an error names the fault that is wrong.
-    pub fn build(&self, control: &Control, db: Arc<dyn Db>) -> anyhow::Result<Vec<Arc<dyn Nemesis>>> {
+    pub fn build(
+        &self,
+        control: &Control,
+        db: Arc<dyn Db>,
+    ) -> anyhow::Result<Vec<Arc<dyn Nemesis>>> {
         let faults = self.build_faults(control, db)?;
         Ok(match self.order {
             Order::Random if faults.len() > 1 => {
                 let first = rand::thread_rng().gen_range(0..faults.len());
-                vec![Arc::new(RandomMix { faults, next: std::sync::Mutex::new(first) })]
+                vec![Arc::new(RandomMix {
+                    faults,
+                    next: std::sync::Mutex::new(first),
+                })]
             }
             _ => faults,
         })
     }
 
-    fn build_faults(&self, control: &Control, db: Arc<dyn Db>) -> anyhow::Result<Vec<Arc<dyn Nemesis>>> {
+    fn build_faults(
+        &self,
+        control: &Control,
+        db: Arc<dyn Db>,
+    ) -> anyhow::Result<Vec<Arc<dyn Nemesis>>> {
         self.faults
             .iter()
             .enumerate()
@@ -123,9 +135,19 @@ mod tests {
     #[test]
     fn every_shipped_nemesis_file_loads_and_builds() {
         let nodes: Vec<Node> = (1..=3)
-            .map(|i| Node { name: format!("n{i}"), host: format!("10.0.0.{i}"), port: 22, user: "root".into() })
+            .map(|i| Node {
+                name: format!("n{i}"),
+                host: format!("10.0.0.{i}"),
+                port: 22,
+                user: "root".into(),
+            })
             .collect();
-        let opts = SshOptions { key: None, known_hosts: "/dev/null".into(), policy: HostKeyPolicy::Strict, connect_timeout: std::time::Duration::from_secs(1) };
+        let opts = SshOptions {
+            key: None,
+            known_hosts: "/dev/null".into(),
+            policy: HostKeyPolicy::Strict,
+            connect_timeout: std::time::Duration::from_secs(1),
+        };
         let control = Control::new(nodes.clone(), opts);
         let db: Arc<dyn Db> = Arc::new(ZooKeeper::new(ZkConfig::default(), nodes));
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("nemeses");
@@ -133,8 +155,14 @@ mod tests {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             let cfg: NemesisConfig = crate::config::load(&path).unwrap_or_else(|e| panic!("{e:#}"));
-            let built = cfg.build(&control, db.clone()).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
-            let expected = if cfg.order == Order::Random && cfg.faults.len() > 1 { 1 } else { cfg.faults.len() };
+            let built = cfg
+                .build(&control, db.clone())
+                .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+            let expected = if cfg.order == Order::Random && cfg.faults.len() > 1 {
+                1
+            } else {
+                cfg.faults.len()
+            };
             assert_eq!(built.len(), expected);
             seen += 1;
         }
@@ -143,13 +171,33 @@ mod tests {
 
     #[test]
     fn a_bad_fault_is_named() {
-        let cfg: NemesisConfig = serde_yaml_ng::from_str("faults:\n  - kind: partition\n  - kind: flood\n").unwrap();
-        let nodes = vec![Node { name: "n1".into(), host: "10.0.0.1".into(), port: 22, user: "root".into() }];
-        let opts = SshOptions { key: None, known_hosts: "/dev/null".into(), policy: HostKeyPolicy::Strict, connect_timeout: std::time::Duration::from_secs(1) };
+        let cfg: NemesisConfig =
+            serde_yaml_ng::from_str("faults:\n  - kind: partition\n  - kind: flood\n").unwrap();
+        let nodes = vec![Node {
+            name: "n1".into(),
+            host: "10.0.0.1".into(),
+            port: 22,
+            user: "root".into(),
+        }];
+        let opts = SshOptions {
+            key: None,
+            known_hosts: "/dev/null".into(),
+            policy: HostKeyPolicy::Strict,
+            connect_timeout: std::time::Duration::from_secs(1),
+        };
         let db: Arc<dyn Db> = Arc::new(ZooKeeper::new(ZkConfig::default(), nodes.clone()));
-        let err = cfg.build(&Control::new(nodes, opts), db).err().expect("flood is no fault");
-        assert!(format!("{err:#}").starts_with("faults[1] (flood on one): unknown nemesis kind"), "{err:#}");
-        assert!(serde_yaml_ng::from_str::<NemesisConfig>("faults:\n  - kind: clock\n    clok: {}\n").is_err());
+        let err = cfg
+            .build(&Control::new(nodes, opts), db)
+            .err()
+            .expect("flood is no fault");
+        assert!(
+            format!("{err:#}").starts_with("faults[1] (flood on one): unknown nemesis kind"),
+            "{err:#}"
+        );
+        assert!(serde_yaml_ng::from_str::<NemesisConfig>(
+            "faults:\n  - kind: clock\n    clok: {}\n"
+        )
+        .is_err());
     }
 
     /// A fault that does nothing but answer to its name.
@@ -171,9 +219,18 @@ mod tests {
 
     #[test]
     fn a_random_mix_names_the_fault_it_injects_next() {
-        let faults: Vec<Arc<dyn Nemesis>> = vec![Arc::new(Named("kill")), Arc::new(Named("pause")), Arc::new(Named("clock"))];
-        let mix = RandomMix { faults, next: std::sync::Mutex::new(0) };
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let faults: Vec<Arc<dyn Nemesis>> = vec![
+            Arc::new(Named("kill")),
+            Arc::new(Named("pause")),
+            Arc::new(Named("clock")),
+        ];
+        let mix = RandomMix {
+            faults,
+            next: std::sync::Mutex::new(0),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let mut kinds = std::collections::BTreeMap::new();
         for _ in 0..300 {
             *kinds.entry(mix.kind().to_string()).or_insert(0) += 1;

@@ -51,10 +51,21 @@ impl Default for NetemConfig {
 impl NetemConfig {
     /// The netem arguments, e.g. `delay 100ms 10ms loss 1%`.
     pub fn netem_args(&self) -> anyhow::Result<String> {
-        for (name, pct) in [("loss", self.loss), ("duplicate", self.duplicate), ("reorder", self.reorder)] {
-            anyhow::ensure!((0.0..=100.0).contains(&pct), "netem {name} {pct} is not a percentage from 0 to 100");
+        for (name, pct) in [
+            ("loss", self.loss),
+            ("duplicate", self.duplicate),
+            ("reorder", self.reorder),
+        ] {
+            anyhow::ensure!(
+                (0.0..=100.0).contains(&pct),
+                "netem {name} {pct} is not a percentage from 0 to 100"
+            );
         }
-        let mut args = format!("delay {}ms {}ms", self.delay.0.as_millis(), self.jitter.0.as_millis());
+        let mut args = format!(
+            "delay {}ms {}ms",
+            self.delay.0.as_millis(),
+            self.jitter.0.as_millis()
+        );
         if self.loss > 0.0 {
             args.push_str(&format!(" loss {}%", self.loss));
         }
@@ -71,7 +82,10 @@ impl NetemConfig {
 
 /// The shell snippet that sets `dev` to the interface a node uses to reach `peer`.
 fn find_device(peer: &str) -> String {
-    format!("dev=$(ip -o route get {} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); [ -n \"$dev\" ]", quote(peer))
+    format!(
+        "dev=$(ip -o route get {} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); [ -n \"$dev\" ]",
+        quote(peer)
+    )
 }
 
 /// The agent's pid file on `node` (named by host: local nodes share a disk).
@@ -120,17 +134,25 @@ fn queue_command(node: &Node, netem: &NetemConfig, towards: Option<&[&Node]>) ->
     match towards {
         Some(peers) => {
             for peer in peers {
-                cmd.push_str(&format!(" && iptables -w -t mangle -A STAMPEDE-NETEM -d {} {queue}", quote(&peer.host)));
+                cmd.push_str(&format!(
+                    " && iptables -w -t mangle -A STAMPEDE-NETEM -d {} {queue}",
+                    quote(&peer.host)
+                ));
             }
         }
-        None => cmd.push_str(&format!(" && iptables -w -t mangle -A STAMPEDE-NETEM {queue}")),
+        None => cmd.push_str(&format!(
+            " && iptables -w -t mangle -A STAMPEDE-NETEM {queue}"
+        )),
     }
     cmd
 }
 
 /// netem on every packet `node` sends.
 fn shape_all(node_peer: &str, args: &str) -> String {
-    format!("{} && tc qdisc replace dev $dev root netem {args}", find_device(node_peer))
+    format!(
+        "{} && tc qdisc replace dev $dev root netem {args}",
+        find_device(node_peer)
+    )
 }
 
 /// netem only on packets from this node to `slow` peers: a prio qdisc with a fourth band
@@ -161,14 +183,28 @@ pub struct PacketNemesis {
 impl PacketNemesis {
     /// Packet faults shaped by `netem` on the nodes `target` picks (all nodes for a slow
     /// partition).
-    pub fn new(control: Control, db: Arc<dyn Db>, target: Target, netem: NetemConfig) -> anyhow::Result<PacketNemesis> {
+    pub fn new(
+        control: Control,
+        db: Arc<dyn Db>,
+        target: Target,
+        netem: NetemConfig,
+    ) -> anyhow::Result<PacketNemesis> {
         netem.netem_args()?;
-        Ok(PacketNemesis { control, db, target, netem, active: Mutex::new(false) })
+        Ok(PacketNemesis {
+            control,
+            db,
+            target,
+            netem,
+            active: Mutex::new(false),
+        })
     }
 
     /// The nodes to shape, each with the peers whose traffic it slows (`None`: all of it),
     /// and what the fault was, as recorded in the history.
-    async fn plan(&self, args: &str) -> anyhow::Result<(Vec<(Node, Option<Vec<Node>>)>, serde_json::Value)> {
+    async fn plan(
+        &self,
+        args: &str,
+    ) -> anyhow::Result<(Vec<(Node, Option<Vec<Node>>)>, serde_json::Value)> {
         let nodes = self.control.nodes();
         if self.netem.slow_partition {
             let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
@@ -177,8 +213,16 @@ impl PacketNemesis {
                 .iter()
                 .filter(|(_, slow)| !slow.is_empty())
                 .map(|(name, slow)| {
-                    let node = nodes.iter().find(|n| &n.name == name).expect("grudge names come from the nodes").clone();
-                    let peers: Vec<Node> = nodes.iter().filter(|n| slow.contains(&n.name)).cloned().collect();
+                    let node = nodes
+                        .iter()
+                        .find(|n| &n.name == name)
+                        .expect("grudge names come from the nodes")
+                        .clone();
+                    let peers: Vec<Node> = nodes
+                        .iter()
+                        .filter(|n| slow.contains(&n.name))
+                        .cloned()
+                        .collect();
                     (node, Some(peers))
                 })
                 .collect();
@@ -192,22 +236,54 @@ impl PacketNemesis {
 
     /// The command that shapes `node`: tc netem where its kernel has it, else the queue agent
     /// (uploaded first).
-    async fn shaping_command(&self, node: &Node, slow: Option<&[Node]>, args: &str) -> anyhow::Result<String> {
+    async fn shaping_command(
+        &self,
+        node: &Node,
+        slow: Option<&[Node]>,
+        args: &str,
+    ) -> anyhow::Result<String> {
         let peers: Option<Vec<&Node>> = slow.map(|s| s.iter().collect());
-        if self.control.exec(node, HAS_NETEM, Retry::Idempotent).await? == "yes" {
+        if self
+            .control
+            .exec(node, HAS_NETEM, Retry::Idempotent)
+            .await?
+            == "yes"
+        {
             let nodes = self.control.nodes();
             return Ok(match &peers {
                 Some(peers) => shape_towards(peers, args),
-                None => shape_all(&nodes.iter().find(|n| n.name != node.name).unwrap_or(node).host, args),
+                None => shape_all(
+                    &nodes
+                        .iter()
+                        .find(|n| n.name != node.name)
+                        .unwrap_or(node)
+                        .host,
+                    args,
+                ),
             });
         }
-        anyhow::ensure!(self.netem.duplicate == 0.0, "on {}: the kernel has no netem, and the queue agent cannot duplicate packets", node.name);
-        let binary = std::env::current_exe().context("cannot find the stampede binary to upload")?;
+        anyhow::ensure!(
+            self.netem.duplicate == 0.0,
+            "on {}: the kernel has no netem, and the queue agent cannot duplicate packets",
+            node.name
+        );
+        let binary =
+            std::env::current_exe().context("cannot find the stampede binary to upload")?;
         let size = std::fs::metadata(&binary)?.len();
-        let present = self.control.exec(node, &format!("stat -c %s {AGENT_PATH} 2>/dev/null || true"), Retry::Idempotent).await?;
+        let present = self
+            .control
+            .exec(
+                node,
+                &format!("stat -c %s {AGENT_PATH} 2>/dev/null || true"),
+                Retry::Idempotent,
+            )
+            .await?;
         if present != size.to_string() {
-            self.control.exec(node, "mkdir -p /var/lib/stampede/bin", Retry::Idempotent).await?;
-            let data = std::fs::read(&binary).with_context(|| format!("cannot read {}", binary.display()))?;
+            self.control
+                .exec(node, "mkdir -p /var/lib/stampede/bin", Retry::Idempotent)
+                .await?;
+            let data = std::fs::read(&binary)
+                .with_context(|| format!("cannot read {}", binary.display()))?;
             self.control.upload(node, data, AGENT_PATH, 0o755).await?;
         }
         Ok(queue_command(node, &self.netem, peers.as_deref()))
@@ -227,7 +303,13 @@ impl Nemesis for PacketNemesis {
             let args = &args;
             let applies = plan.iter().map(|(node, slow)| async move {
                 let cmd = self.shaping_command(node, slow.as_deref(), args).await?;
-                self.control.exec(node, &format!("{}; {cmd}", heal_command(node)), Retry::Idempotent).await
+                self.control
+                    .exec(
+                        node,
+                        &format!("{}; {cmd}", heal_command(node)),
+                        Retry::Idempotent,
+                    )
+                    .await
             });
             for result in futures::future::join_all(applies).await {
                 result.context("cannot apply netem")?;
@@ -239,7 +321,11 @@ impl Nemesis for PacketNemesis {
     fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
         Box::pin(async move {
             let was = std::mem::take(&mut *self.active.lock().unwrap_or_else(|p| p.into_inner()));
-            let heals = self.control.nodes().iter().map(|n| async move { self.control.exec(n, &heal_command(n), Retry::Idempotent).await });
+            let heals = self.control.nodes().iter().map(|n| async move {
+                self.control
+                    .exec(n, &heal_command(n), Retry::Idempotent)
+                    .await
+            });
             for result in futures::future::join_all(heals).await {
                 result.context("cannot remove netem")?;
             }
@@ -254,16 +340,38 @@ mod tests {
 
     #[test]
     fn netem_arguments_follow_the_config() {
-        let cfg = NetemConfig { loss: 1.5, duplicate: 2.0, reorder: 25.0, ..NetemConfig::default() };
-        assert_eq!(cfg.netem_args().unwrap(), "delay 100ms 10ms loss 1.5% duplicate 2% reorder 25%");
-        assert!(NetemConfig { loss: 120.0, ..NetemConfig::default() }.netem_args().is_err());
-        let no_delay = NetemConfig { delay: Duration(std::time::Duration::ZERO), reorder: 5.0, ..NetemConfig::default() };
+        let cfg = NetemConfig {
+            loss: 1.5,
+            duplicate: 2.0,
+            reorder: 25.0,
+            ..NetemConfig::default()
+        };
+        assert_eq!(
+            cfg.netem_args().unwrap(),
+            "delay 100ms 10ms loss 1.5% duplicate 2% reorder 25%"
+        );
+        assert!(NetemConfig {
+            loss: 120.0,
+            ..NetemConfig::default()
+        }
+        .netem_args()
+        .is_err());
+        let no_delay = NetemConfig {
+            delay: Duration(std::time::Duration::ZERO),
+            reorder: 5.0,
+            ..NetemConfig::default()
+        };
         assert!(no_delay.netem_args().is_err());
     }
 
     #[test]
     fn slow_partition_filters_each_slow_peer() {
-        let peer = |i: u8| Node { name: format!("n{i}"), host: format!("10.0.0.{i}"), port: 22, user: "root".into() };
+        let peer = |i: u8| Node {
+            name: format!("n{i}"),
+            host: format!("10.0.0.{i}"),
+            port: 22,
+            user: "root".into(),
+        };
         let (a, b) = (peer(2), peer(3));
         let cmd = shape_towards(&[&a, &b], "delay 1000ms 0ms");
         assert!(cmd.contains("prio bands 4"));

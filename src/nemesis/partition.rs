@@ -54,7 +54,12 @@ pub struct Partition {
 impl Partition {
     /// A partition of `control`'s nodes shaped by `spec`.
     pub fn new(control: Control, db: Arc<dyn Db>, spec: PartitionSpec) -> Partition {
-        Partition { control, db, spec, active: Mutex::new(None) }
+        Partition {
+            control,
+            db,
+            spec,
+            active: Mutex::new(None),
+        }
     }
 
     async fn grudge(&self) -> anyhow::Result<Grudge> {
@@ -73,12 +78,14 @@ impl Partition {
 
 /// The commands that make `node` drop packets from the nodes named in `dropped`.
 pub fn drop_command(nodes: &[Node], dropped: &[&String]) -> String {
-    let mut cmd = format!(
-        "{HEAL_COMMAND}; iptables -w -N {CHAIN} && iptables -w -I INPUT -j {CHAIN}"
-    );
+    let mut cmd =
+        format!("{HEAL_COMMAND}; iptables -w -N {CHAIN} && iptables -w -I INPUT -j {CHAIN}");
     for name in dropped {
         if let Some(peer) = nodes.iter().find(|n| &&n.name == name) {
-            cmd.push_str(&format!(" && iptables -w -A {CHAIN} -s {} -j DROP", quote(&peer.host)));
+            cmd.push_str(&format!(
+                " && iptables -w -A {CHAIN} -s {} -j DROP",
+                quote(&peer.host)
+            ));
         }
     }
     cmd
@@ -93,11 +100,17 @@ impl Nemesis for Partition {
         Box::pin(async move {
             let grudge = self.grudge().await?;
             let nodes = self.control.nodes();
-            let applies = grudge.iter().filter(|(_, d)| !d.is_empty()).map(|(name, dropped)| {
-                let node = nodes.iter().find(|n| &n.name == name).expect("grudge names come from the nodes");
-                let cmd = drop_command(nodes, &dropped.iter().collect::<Vec<_>>());
-                async move { self.control.exec(node, &cmd, Retry::Idempotent).await }
-            });
+            let applies = grudge
+                .iter()
+                .filter(|(_, d)| !d.is_empty())
+                .map(|(name, dropped)| {
+                    let node = nodes
+                        .iter()
+                        .find(|n| &n.name == name)
+                        .expect("grudge names come from the nodes");
+                    let cmd = drop_command(nodes, &dropped.iter().collect::<Vec<_>>());
+                    async move { self.control.exec(node, &cmd, Retry::Idempotent).await }
+                });
             *self.active.lock().unwrap_or_else(|p| p.into_inner()) = Some(grudge.clone());
             for result in futures::future::join_all(applies).await {
                 result.context("cannot apply the partition")?;
@@ -109,7 +122,11 @@ impl Nemesis for Partition {
     fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
         Box::pin(async move {
             let healed = self.active.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let heals = self.control.nodes().iter().map(|n| self.control.exec(n, HEAL_COMMAND, Retry::Idempotent));
+            let heals = self
+                .control
+                .nodes()
+                .iter()
+                .map(|n| self.control.exec(n, HEAL_COMMAND, Retry::Idempotent));
             for result in futures::future::join_all(heals).await {
                 result.context("cannot heal the partition")?;
             }

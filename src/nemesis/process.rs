@@ -30,8 +30,19 @@ pub struct ProcessNemesis {
 
 impl ProcessNemesis {
     /// A `fault` on the nodes `target` picks at each start.
-    pub fn new(control: Control, db: Arc<dyn Db>, fault: ProcessFault, target: Target) -> ProcessNemesis {
-        ProcessNemesis { control, db, fault, target, hit: Mutex::new(Vec::new()) }
+    pub fn new(
+        control: Control,
+        db: Arc<dyn Db>,
+        fault: ProcessFault,
+        target: Target,
+    ) -> ProcessNemesis {
+        ProcessNemesis {
+            control,
+            db,
+            fault,
+            target,
+            hit: Mutex::new(Vec::new()),
+        }
     }
 
     fn names(nodes: &[Node]) -> Vec<String> {
@@ -49,8 +60,14 @@ impl Nemesis for ProcessNemesis {
 
     fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
         Box::pin(async move {
-            let nodes = self.target.pick(self.control.nodes(), self.db.as_ref()).await?;
-            self.hit.lock().unwrap_or_else(|p| p.into_inner()).extend(nodes.iter().cloned());
+            let nodes = self
+                .target
+                .pick(self.control.nodes(), self.db.as_ref())
+                .await?;
+            self.hit
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(nodes.iter().cloned());
             let faults = nodes.iter().map(|node| async move {
                 match self.fault {
                     ProcessFault::Kill => self.db.kill(&self.control, node).await,

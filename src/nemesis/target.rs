@@ -76,7 +76,10 @@ impl Target {
             },
             Target::Follower => {
                 let leader = db::leader(db, nodes).await;
-                let others: Vec<&Node> = shuffled.iter().filter(|n| Some(*n) != leader.as_ref()).collect();
+                let others: Vec<&Node> = shuffled
+                    .iter()
+                    .filter(|n| Some(*n) != leader.as_ref())
+                    .collect();
                 match others.first() {
                     Some(node) => vec![(*node).clone()],
                     None => bail!("target follower: every node leads"),

@@ -14,13 +14,20 @@ use crate::history::{Op, OpType, Process};
 pub fn clock_offsets(history: &[Op]) -> BTreeMap<String, Vec<(f64, f64)>> {
     let mut offsets: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let clock_ops = history.iter().filter(|op| {
-        op.process == Process::NEMESIS && op.kind != OpType::Invoke && (op.f == "start-clock" || op.f == "stop-clock")
+        op.process == Process::NEMESIS
+            && op.kind != OpType::Invoke
+            && (op.f == "start-clock" || op.f == "stop-clock")
     });
     for op in clock_ops {
-        let Some(measured) = op.value.get("offsets_ms").and_then(|v| v.as_object()) else { continue };
+        let Some(measured) = op.value.get("offsets_ms").and_then(|v| v.as_object()) else {
+            continue;
+        };
         for (node, ms) in measured {
             if let Some(ms) = ms.as_f64() {
-                offsets.entry(node.clone()).or_default().push((op.time as f64 / 1e9, ms));
+                offsets
+                    .entry(node.clone())
+                    .or_default()
+                    .push((op.time as f64 / 1e9, ms));
             }
         }
     }
@@ -53,7 +60,10 @@ pub fn plot_clock_skew(history: &[Op], path: &Path) -> anyhow::Result<Option<Plo
     let legend = offsets
         .keys()
         .enumerate()
-        .map(|(i, node)| LegendEntry { label: format!("{node} offset"), sample: Sample::Line(Marker::Circle, f_colour(node, i)) })
+        .map(|(i, node)| LegendEntry {
+            label: format!("{node} offset"),
+            sample: Sample::Line(Marker::Circle, f_colour(node, i)),
+        })
         .collect();
     let frame = Frame {
         title: "clock offset of each node from the controller",

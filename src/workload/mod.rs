@@ -19,7 +19,7 @@ use zookeeper_client::Client;
 
 use crate::client::{ClientOptions, OpError};
 
-pub use file::WorkloadFile;
+pub use file::{WorkloadFile, WorkloadKind};
 pub use register::{Register, RegisterConfig};
 
 /// A boxed future, as returned by the object-safe [`Workload`] trait.

@@ -23,12 +23,20 @@ pub type Scenario = (&'static str, fn(&TestCluster));
 
 /// Both output streams, for assertion messages.
 pub fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// The last line a command printed on standard output.
 pub fn last_line(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").to_string()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or("")
+        .to_string()
 }
 
 impl TestCluster {
@@ -42,7 +50,10 @@ impl TestCluster {
     /// A `stampede` command aimed at this cluster, run in the scratch folder.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_stampede"));
-        command.args(args).current_dir(&self.work).env("STAMPEDE_CLUSTER", self.name);
+        command
+            .args(args)
+            .current_dir(&self.work)
+            .env("STAMPEDE_CLUSTER", self.name);
         command
     }
 
@@ -54,30 +65,50 @@ impl TestCluster {
     /// Runs `stampede args…` and returns its standard output, failing the test on an error.
     pub fn stampede_ok(&self, args: &[&str]) -> String {
         let out = self.stampede(args);
-        assert!(out.status.success(), "stampede {args:?} failed: {}", text(&out));
+        assert!(
+            out.status.success(),
+            "stampede {args:?} failed: {}",
+            text(&out)
+        );
         String::from_utf8_lossy(&out.stdout).to_string()
     }
 
     /// The results folder a `stampede test` run printed (`results: DIR`).
     pub fn results_dir(&self, out: &Output) -> PathBuf {
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let dir = stdout.lines().find_map(|l| l.strip_prefix("results: ")).unwrap_or_else(|| panic!("no results line in {}", text(out)));
+        let dir = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("results: "))
+            .unwrap_or_else(|| panic!("no results line in {}", text(out)));
         self.work.join(dir)
     }
 
     /// Makes the cluster with `nodes` nodes, runs `setup`, then each scenario followed by
     /// `after_each`; heals and tears the database down after a failed scenario; always removes
     /// the cluster (checked by `after_all`); prints the summary line and exits.
-    pub fn run(&self, nodes: usize, setup: fn(&TestCluster), scenarios: &[Scenario], after_each: fn(&TestCluster), after_all: fn(&TestCluster)) -> ! {
+    pub fn run(
+        &self,
+        nodes: usize,
+        setup: fn(&TestCluster),
+        scenarios: &[Scenario],
+        after_each: fn(&TestCluster),
+        after_all: fn(&TestCluster),
+    ) -> ! {
         // SAFETY: geteuid has no preconditions.
         if unsafe { geteuid() } != 0 {
-            eprintln!("this test needs root (network namespaces, sshd): run the test suite as root");
+            eprintln!(
+                "this test needs root (network namespaces, sshd): run the test suite as root"
+            );
             std::process::exit(1);
         }
         let (mut passed, mut failed) = (0, 0);
         let mut record = |name: &str, ok: bool| {
             println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
-            if ok { passed += 1 } else { failed += 1 }
+            if ok {
+                passed += 1
+            } else {
+                failed += 1
+            }
         };
         let nodes = nodes.to_string();
         let made = std::panic::catch_unwind(|| {
@@ -119,14 +150,32 @@ impl TestCluster {
 pub fn assert_cluster_gone(cluster: &TestCluster) {
     let name = cluster.name;
     let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&netns.stdout).contains(&format!("{name}-")), "namespaces left");
-    let bridge = Command::new("ip").args(["link", "show", &format!("{name}-br")]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&netns.stdout).contains(&format!("{name}-")),
+        "namespaces left"
+    );
+    let bridge = Command::new("ip")
+        .args(["link", "show", &format!("{name}-br")])
+        .output()
+        .unwrap();
     assert!(!bridge.status.success(), "bridge left");
     let links = Command::new("ip").args(["link"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&links.stdout).contains(&format!("{name}-v")), "veth left");
-    let processes = Command::new("pgrep").args(["-f", &format!("clusters/{name}/")]).output().unwrap();
-    assert!(String::from_utf8_lossy(&processes.stdout).trim().is_empty(), "processes left");
-    assert!(!Path::new(&format!("/var/lib/stampede/clusters/{name}")).exists(), "state dir left");
+    assert!(
+        !String::from_utf8_lossy(&links.stdout).contains(&format!("{name}-v")),
+        "veth left"
+    );
+    let processes = Command::new("pgrep")
+        .args(["-f", &format!("clusters/{name}/")])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&processes.stdout).trim().is_empty(),
+        "processes left"
+    );
+    assert!(
+        !Path::new(&format!("/var/lib/stampede/clusters/{name}")).exists(),
+        "state dir left"
+    );
 }
 
 /// Does nothing (for `setup` or `after_each` when a target needs none).

@@ -20,12 +20,12 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use zookeeper_client::{SessionState, StateWatcher};
 
 use super::herd::HerdMeter;
-use super::recipe::{Held, Recipe, Requests};
+use super::holder::Holder;
+use super::recipe::{Recipe, Requests};
 use super::resource::Resource;
-use super::{lock_latencies, HerdStats, LockConfig, LockLatencies, OnDisconnect, ResourceStats};
+use super::{lock_latencies, HerdStats, LockConfig, LockLatencies, ResourceStats};
 use crate::client::{classify, ensemble_string, ClientOptions, NodeEndpoint, ProcessIds, Session};
 use crate::generator::faults::{self, HealGuard};
 use crate::generator::stop::Stop;
@@ -354,7 +354,16 @@ async fn round(
     record(OpType::Ok, "acquire", json!(held.token), ok)?;
     tally.acquired += 1;
 
-    let lost = hold(shared, session, &held, &identity, tally).await?;
+    let holder = Holder {
+        cfg: &shared.cfg,
+        recipe: &shared.recipe,
+        resource: &shared.resource,
+        meter: &shared.meter,
+        op_timeout: shared.options.op_timeout,
+    };
+    let end = holder.hold(session, &held, &identity).await?;
+    tally.reentries += u64::from(end.reentered);
+    let lost = end.lost;
     record(OpType::Invoke, "release", Value::Null, meta.clone())?;
     if let Some(reason) = lost {
         tally.lost_while_holding += 1;
@@ -381,101 +390,5 @@ async fn round(
             tally.release_info += 1;
             Ok(Round::Retire)
         }
-    }
-}
-
-/// The critical section: enters the resource, does the configured steps (re-entering once
-/// when `reentrant`), and exits. Returns why it stopped holding early, if it did.
-async fn hold(
-    shared: &Shared,
-    session: &Session,
-    held: &Held,
-    identity: &str,
-    tally: &mut Tally,
-) -> io::Result<Option<String>> {
-    let process = session.process;
-    let cfg = &shared.cfg;
-    shared
-        .resource
-        .enter(process, held.token, session.node.clone())?;
-    let think = cfg.hold.0 / cfg.steps;
-    let mut states = session.client.state_watcher();
-    let mut lost = None;
-    for step in 0..cfg.steps {
-        if let Some(reason) = lost_by_policy(states.peek_state(), cfg.on_disconnect) {
-            lost = Some(reason);
-            break;
-        }
-        tokio::select! {
-            reason = session_lost(&mut states, cfg.on_disconnect) => {
-                lost = Some(reason);
-                break;
-            }
-            // A stale step (fencing) is counted by the resource; the holder goes on.
-            _ = shared.resource.step(process, think) => {}
-        }
-        if cfg.reentrant && step == 0 {
-            let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
-            match shared
-                .recipe
-                .reenter(&session.client, identity, held, &mut req)
-                .await
-            {
-                Ok(true) => tally.reentries += 1,
-                Ok(false) => {
-                    lost = Some("re-entry found the lock taken by someone else".into());
-                    break;
-                }
-                Err(e) => {
-                    lost = Some(format!("re-entry: {e}"));
-                    break;
-                }
-            }
-        }
-    }
-    shared.resource.exit(process, lost.clone())?;
-    Ok(lost)
-}
-
-/// Whether a holder in session state `state` must stop holding under `policy`, and why.
-fn lost_by_policy(state: SessionState, policy: OnDisconnect) -> Option<String> {
-    match (state, policy) {
-        (SessionState::Expired, _) => Some("session-expired".into()),
-        (SessionState::Closed, _) => Some("session-closed".into()),
-        (SessionState::AuthFailed, _) => Some("auth-failed".into()),
-        (SessionState::Disconnected, OnDisconnect::AssumeLost) => Some("disconnected".into()),
-        _ => None,
-    }
-}
-
-/// Completes, with the reason, when the session's state makes the holder stop under `policy`.
-async fn session_lost(states: &mut StateWatcher, policy: OnDisconnect) -> String {
-    loop {
-        if let Some(reason) = lost_by_policy(states.changed().await, policy) {
-            return reason;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn policies_decide_when_a_holder_stops() {
-        use OnDisconnect::{AssumeLost, Keep};
-        assert_eq!(
-            lost_by_policy(SessionState::Disconnected, AssumeLost).as_deref(),
-            Some("disconnected")
-        );
-        assert_eq!(lost_by_policy(SessionState::Disconnected, Keep), None);
-        assert_eq!(
-            lost_by_policy(SessionState::Expired, Keep).as_deref(),
-            Some("session-expired")
-        );
-        assert_eq!(
-            lost_by_policy(SessionState::SyncConnected, AssumeLost),
-            None
-        );
     }
 }

@@ -11,6 +11,7 @@
 mod cut_proxy;
 pub mod driver;
 mod herd;
+mod holder;
 mod latency;
 mod recipe;
 mod resource;
@@ -39,15 +40,19 @@ pub enum RecipeKind {
     Sequential,
     /// Ephemeral sequential children; every waiter watches the children list (the herd).
     SequentialHerd,
+    /// `sequential` with GUID-tagged child names, found again after a lost create answer
+    /// (Curator's protection).
+    Protected,
 }
 
 impl RecipeKind {
     /// Every lock recipe.
     #[cfg(test)]
-    pub const ALL: [RecipeKind; 3] = [
+    pub const ALL: [RecipeKind; 4] = [
         RecipeKind::SingleNode,
         RecipeKind::Sequential,
         RecipeKind::SequentialHerd,
+        RecipeKind::Protected,
     ];
 
     /// The workload name, e.g. `lock-sequential`.
@@ -56,6 +61,7 @@ impl RecipeKind {
             RecipeKind::SingleNode => "lock-single-node",
             RecipeKind::Sequential => "lock-sequential",
             RecipeKind::SequentialHerd => "lock-sequential-herd",
+            RecipeKind::Protected => "lock-protected",
         }
     }
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use zookeeper_client::{Acls, Client, CreateMode, Error, EventType, OneshotWatcher, SessionState};
 
 use super::herd::HerdMeter;
-use super::{sequential, single_node, RecipeKind};
+use super::sequential::{self, Variant};
+use super::{single_node, RecipeKind};
 use crate::client::OpError;
 
 /// A lock a contender holds.
@@ -112,11 +113,12 @@ impl Recipe {
     ) -> Result<Held, OpError> {
         match self.kind {
             RecipeKind::SingleNode => single_node::acquire(&self.dir, client, identity, req).await,
-            RecipeKind::Sequential => {
-                sequential::acquire(&self.dir, client, identity, false, req).await
-            }
-            RecipeKind::SequentialHerd => {
-                sequential::acquire(&self.dir, client, identity, true, req).await
+            RecipeKind::Sequential | RecipeKind::SequentialHerd | RecipeKind::Protected => {
+                let variant = Variant {
+                    herd: self.kind == RecipeKind::SequentialHerd,
+                    protected: self.kind == RecipeKind::Protected,
+                };
+                sequential::acquire(&self.dir, client, identity, variant, req).await
             }
         }
     }
@@ -134,7 +136,7 @@ impl Recipe {
             RecipeKind::SingleNode => {
                 single_node::reenter(&self.dir, client, identity, held, req).await
             }
-            RecipeKind::Sequential | RecipeKind::SequentialHerd => {
+            RecipeKind::Sequential | RecipeKind::SequentialHerd | RecipeKind::Protected => {
                 let (data, _) = req.send(client.get_data(&held.node)).await?;
                 Ok(data == identity.as_bytes())
             }

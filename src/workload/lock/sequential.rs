@@ -1,7 +1,10 @@
-//! `lock-sequential` and `lock-sequential-herd`: each contender creates an ephemeral
-//! sequential child of the lock node and holds the lock when its child is the lowest.
-//! A waiter either watches only its predecessor (ZooKeeper's recipe) and lists the children
-//! again when that watch fires, or watches the whole children list (the herd).
+//! `lock-sequential`, `lock-sequential-herd` and `lock-protected`: each contender creates an
+//! ephemeral sequential child of the lock node and holds the lock when its child is the
+//! lowest. A waiter either watches only its predecessor (ZooKeeper's recipe) and lists the
+//! children again when that watch fires, or watches the whole children list (the herd).
+//! The protected variant puts a unique id in its child's name, so that after a create whose
+//! answer was lost (connection loss, timeout) it can find its child instead of leaving an
+//! orphan that would block everyone once it becomes the lowest.
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
@@ -10,9 +13,80 @@ use crate::client::OpError;
 
 const PREFIX: &str = "lock-";
 
-/// The sequence number of a child named `lock-<n>`.
+/// How a contender waits and names its child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variant {
+    /// Watch the whole children list instead of the predecessor.
+    pub herd: bool,
+    /// Name the child `_c_<guid>-lock-<n>` and look for it after a lost create answer.
+    pub protected: bool,
+}
+
+/// The sequence number of a child named `lock-<n>` or `_c_<guid>-lock-<n>`.
 fn sequence(child: &str) -> Option<i64> {
-    child.strip_prefix(PREFIX)?.parse().ok()
+    let (_, n) = child.rsplit_once(PREFIX)?;
+    n.parse().ok()
+}
+
+/// The child among `children` whose name carries `guid`.
+fn own_child<'a>(children: &'a [String], guid: &str) -> Option<&'a str> {
+    let tag = format!("_c_{guid}-");
+    children
+        .iter()
+        .map(String::as_str)
+        .find(|c| c.starts_with(&tag))
+}
+
+/// Whether a create that ended in `e` may have been applied by the server.
+fn may_have_applied(e: &OpError) -> bool {
+    matches!(
+        e,
+        OpError::Deadline(_) | OpError::Zk(Error::ConnectionLoss | Error::Timeout)
+    )
+}
+
+/// Creates this contender's child; with protection, finds it again after a lost answer.
+async fn create_child(
+    dir: &str,
+    client: &Client,
+    identity: &str,
+    protected: bool,
+    req: &mut Requests<'_>,
+) -> Result<Held, OpError> {
+    let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+    let guid = format!("{:032x}", rand::random::<u128>());
+    let prefix = match protected {
+        true => format!("{dir}/_c_{guid}-{PREFIX}"),
+        false => format!("{dir}/{PREFIX}"),
+    };
+    loop {
+        match req
+            .send(client.create(&prefix, identity.as_bytes(), &options))
+            .await
+        {
+            Ok((stat, seq)) => {
+                return Ok(Held {
+                    token: stat.czxid,
+                    node: format!("{prefix}{seq}"),
+                })
+            }
+            Err(e) if protected && may_have_applied(&e) => {
+                let children = req.send(client.list_children(dir)).await?;
+                if let Some(child) = own_child(&children, &guid) {
+                    let node = format!("{dir}/{child}");
+                    let Some(stat) = req.send(client.check_stat(&node)).await? else {
+                        // Gone again: only an expired session deletes it.
+                        return Err(OpError::Zk(Error::SessionExpired));
+                    };
+                    return Ok(Held {
+                        token: stat.czxid,
+                        node,
+                    });
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Takes the lock: creates this contender's child, then waits until it is the lowest.
@@ -20,21 +94,20 @@ pub async fn acquire(
     dir: &str,
     client: &Client,
     identity: &str,
-    herd: bool,
+    variant: Variant,
     req: &mut Requests<'_>,
 ) -> Result<Held, OpError> {
-    let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
-    let prefix = format!("{dir}/{PREFIX}");
-    let (stat, seq) = req
-        .send(client.create(&prefix, identity.as_bytes(), &options))
-        .await?;
-    let mine = seq.into_i64();
-    let held = Held {
-        token: stat.czxid,
-        node: format!("{prefix}{seq}"),
-    };
+    let held = create_child(dir, client, identity, variant.protected, req).await?;
+    let mine = held
+        .node
+        .rsplit_once('/')
+        .and_then(|(_, name)| sequence(name))
+        .ok_or(OpError::Zk(Error::UnexpectedError(format!(
+            "created {} without a sequence number",
+            held.node
+        ))))?;
     loop {
-        let (children, watcher) = if herd {
+        let (children, watcher) = if variant.herd {
             let (children, watcher) = req.send(client.list_and_watch_children(dir)).await?;
             (children, Some(watcher))
         } else {
@@ -74,7 +147,24 @@ mod tests {
     #[test]
     fn sequence_numbers_come_from_the_suffix() {
         assert_eq!(sequence("lock-0000000042"), Some(42));
+        assert_eq!(sequence("_c_0af3-lock-0000000007"), Some(7));
         assert_eq!(sequence("lock-"), None);
         assert_eq!(sequence("other-0000000001"), None);
+    }
+
+    #[test]
+    fn a_contender_finds_its_own_child_by_guid() {
+        let children = [
+            "_c_aaaa-lock-0000000003".to_string(),
+            "_c_bbbb-lock-0000000004".to_string(),
+            "lock-0000000005".to_string(),
+        ];
+        assert_eq!(
+            own_child(&children, "bbbb"),
+            Some("_c_bbbb-lock-0000000004")
+        );
+        assert_eq!(own_child(&children, "cccc"), None);
+        assert!(may_have_applied(&OpError::Zk(Error::ConnectionLoss)));
+        assert!(!may_have_applied(&OpError::Zk(Error::NoNode)));
     }
 }

@@ -126,7 +126,12 @@ async fn every_lock_recipe_is_safe_and_live_without_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn naive_recipes_notify_ten_times_more_per_release_than_the_sequential_lock() {
     let server = ZkServer::start();
-    let runs = RecipeKind::ALL.map(|recipe| {
+    let naive_and_recipe = [
+        RecipeKind::SingleNode,
+        RecipeKind::Sequential,
+        RecipeKind::SequentialHerd,
+    ];
+    let runs = naive_and_recipe.map(|recipe| {
         let endpoint = server.endpoint();
         let run_id = format!("herd-{}", recipe.workload_name());
         tokio::spawn(async move { run(quick(recipe, false), 20, 8, &run_id, endpoint).await })
@@ -313,8 +318,9 @@ impl Nemesis for KillServer {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sequential_lock_assuming_loss_stays_safe_when_the_server_is_killed() {
+/// Runs `recipe` (assume-lost) with 4 contenders on its own server, killed and restarted in
+/// turn, and checks the history.
+async fn through_kills(recipe: RecipeKind) {
     let server = Arc::new(std::sync::Mutex::new(ZkServer::start()));
     let endpoint = server.lock().unwrap().endpoint();
     let file = WorkloadFile {
@@ -323,7 +329,7 @@ async fn the_sequential_lock_assuming_loss_stays_safe_when_the_server_is_killed(
         lock: LockConfig {
             op_timeout: ms(1000),
             session_timeout: ms(3000),
-            ..quick(RecipeKind::Sequential, false)
+            ..quick(recipe, false)
         },
         generator: GeneratorConfig {
             concurrency: 4,
@@ -346,20 +352,29 @@ async fn the_sequential_lock_assuming_loss_stays_safe_when_the_server_is_killed(
     )
     .await
     .unwrap();
-    assert!(summary.heal_failures.is_empty(), "{summary:?}");
+    let name = summary.recipe;
+    assert!(summary.heal_failures.is_empty(), "{name}: {summary:?}");
     let ops = recorder.ops();
     let kills = ops.iter().filter(|o| o.f == "start-kill").count();
-    assert!(kills >= 2, "the server was killed during the run");
+    assert!(kills >= 2, "{name}: the server was killed during the run");
     let opts = CheckOptions {
         time_limit: Some(Duration::from_secs(30)),
         ..CheckOptions::default()
     };
     let verdict = check_lock_history(&ops, true, &opts).unwrap();
-    assert_eq!(verdict.valid, Validity::Valid, "{verdict:?}");
-    assert_eq!(summary.resource.max_inside, 1, "{summary:?}");
+    assert_eq!(verdict.valid, Validity::Valid, "{name}: {verdict:?}");
+    assert_eq!(summary.resource.max_inside, 1, "{name}: {summary:?}");
     assert!(
         summary.acquire_info + summary.release_info > 0,
-        "{summary:?}"
+        "{name}: {summary:?}"
     );
-    assert!(summary.acquired > 10, "{summary:?}");
+    assert!(summary.acquired > 10, "{name}: {summary:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequential_locks_assuming_loss_stay_safe_when_the_server_is_killed() {
+    tokio::join!(
+        through_kills(RecipeKind::Sequential),
+        through_kills(RecipeKind::Protected)
+    );
 }

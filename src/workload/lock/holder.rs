@@ -1,0 +1,136 @@
+//! A holder's critical section: steps on the protected resource while it believes it holds
+//! the lock, stopping early when its session state says so under the `on_disconnect` policy.
+
+use std::io;
+use std::time::Duration;
+
+use zookeeper_client::{SessionState, StateWatcher};
+
+use super::herd::HerdMeter;
+use super::recipe::{Held, Recipe, Requests};
+use super::resource::Resource;
+use super::{LockConfig, OnDisconnect};
+use crate::client::Session;
+
+/// What a holder needs to work under the lock.
+pub struct Holder<'a> {
+    /// Hold time, steps, re-entry and the on-disconnect policy.
+    pub cfg: &'a LockConfig,
+    /// The recipe, for re-entry.
+    pub recipe: &'a Recipe,
+    /// The protected resource.
+    pub resource: &'a Resource,
+    /// The herd meter (re-entry requests are not reactions, so not counted).
+    pub meter: &'a HerdMeter,
+    /// The deadline of one request.
+    pub op_timeout: Duration,
+}
+
+/// How a critical section ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldEnd {
+    /// Why the holder stopped holding early, if it did.
+    pub lost: Option<String>,
+    /// Whether it re-entered the lock during the hold.
+    pub reentered: bool,
+}
+
+impl Holder<'_> {
+    /// The critical section of `session`'s process holding `held`: enters the resource, does
+    /// the configured steps (re-entering once when `reentrant`), and exits. Fails only if the
+    /// history cannot be written.
+    pub async fn hold(
+        &self,
+        session: &Session,
+        held: &Held,
+        identity: &str,
+    ) -> io::Result<HoldEnd> {
+        let process = session.process;
+        let cfg = self.cfg;
+        self.resource
+            .enter(process, held.token, session.node.clone())?;
+        let think = cfg.hold.0 / cfg.steps;
+        let mut states = session.client.state_watcher();
+        let mut end = HoldEnd {
+            lost: None,
+            reentered: false,
+        };
+        for step in 0..cfg.steps {
+            if let Some(reason) = lost_by_policy(states.peek_state(), cfg.on_disconnect) {
+                end.lost = Some(reason);
+                break;
+            }
+            tokio::select! {
+                reason = session_lost(&mut states, cfg.on_disconnect) => {
+                    end.lost = Some(reason);
+                    break;
+                }
+                // A stale step (fencing) is counted by the resource; the holder goes on.
+                _ = self.resource.step(process, think) => {}
+            }
+            if cfg.reentrant && step == 0 {
+                let mut req = Requests::new(self.op_timeout, self.meter);
+                match self
+                    .recipe
+                    .reenter(&session.client, identity, held, &mut req)
+                    .await
+                {
+                    Ok(true) => end.reentered = true,
+                    Ok(false) => {
+                        end.lost = Some("re-entry found the lock taken by someone else".into());
+                        break;
+                    }
+                    Err(e) => {
+                        end.lost = Some(format!("re-entry: {e}"));
+                        break;
+                    }
+                }
+            }
+        }
+        self.resource.exit(process, end.lost.clone())?;
+        Ok(end)
+    }
+}
+
+/// Whether a holder in session state `state` must stop holding under `policy`, and why.
+fn lost_by_policy(state: SessionState, policy: OnDisconnect) -> Option<String> {
+    match (state, policy) {
+        (SessionState::Expired, _) => Some("session-expired".into()),
+        (SessionState::Closed, _) => Some("session-closed".into()),
+        (SessionState::AuthFailed, _) => Some("auth-failed".into()),
+        (SessionState::Disconnected, OnDisconnect::AssumeLost) => Some("disconnected".into()),
+        _ => None,
+    }
+}
+
+/// Completes, with the reason, when the session's state makes the holder stop under `policy`.
+async fn session_lost(states: &mut StateWatcher, policy: OnDisconnect) -> String {
+    loop {
+        if let Some(reason) = lost_by_policy(states.changed().await, policy) {
+            return reason;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_decide_when_a_holder_stops() {
+        use OnDisconnect::{AssumeLost, Keep};
+        assert_eq!(
+            lost_by_policy(SessionState::Disconnected, AssumeLost).as_deref(),
+            Some("disconnected")
+        );
+        assert_eq!(lost_by_policy(SessionState::Disconnected, Keep), None);
+        assert_eq!(
+            lost_by_policy(SessionState::Expired, Keep).as_deref(),
+            Some("session-expired")
+        );
+        assert_eq!(
+            lost_by_policy(SessionState::SyncConnected, AssumeLost),
+            None
+        );
+    }
+}
