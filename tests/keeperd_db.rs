@@ -1,7 +1,7 @@
 //! Integration test of keeperd as a database under test: stampede provisions it on a node of
-//! a local cluster over SSH, runs the register workload against it while kill -9 and
-//! SIGSTOP hit the server, and judges the history valid: nothing acknowledged was lost across
-//! the restarts.
+//! a local cluster over SSH, runs the register and lock workloads against it while kill -9
+//! and SIGSTOP hit the server, and judges the histories valid: nothing acknowledged was lost
+//! across the restarts, and no two contenders held the lock at once.
 //!
 //! A custom harness (`harness = false`) on a one-node cluster of its own. Needs root on Linux
 //! and the keeperd binary built beside the test (`cargo test --workspace` builds it).
@@ -86,11 +86,60 @@ fn register_under_kill_and_pause_is_valid(cluster: &TestCluster) {
     );
 }
 
+fn lock_under_kill_and_pause_is_valid(cluster: &TestCluster) {
+    let binary = keeperd_binary();
+    let out = cluster.stampede(&[
+        "test",
+        "--db",
+        "keeperd",
+        "--keeperd-binary",
+        &binary,
+        "--workload",
+        "lock-sequential",
+        "--nemesis",
+        "kill-pause",
+        "--time-limit",
+        "24s",
+        "--set",
+        "generator.nemesis_interval=3s",
+        "--set",
+        "generator.nemesis_duration=4s",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a valid verdict: {}",
+        text(&out)
+    );
+    let dir = cluster.results_dir(&out);
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let ops: Vec<serde_json::Value> = history
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        ops.iter()
+            .any(|op| op["f"] == "start-kill" && op["type"] == "info"),
+        "the server was killed"
+    );
+    let held = ops
+        .iter()
+        .filter(|op| op["f"] == "hold" && op["type"] == "ok")
+        .count();
+    assert!(held > 10, "contenders held the lock: {held}");
+}
+
 fn main() {
-    let scenarios: &[common::Scenario] = &[(
-        "register_under_kill_and_pause_is_valid",
-        register_under_kill_and_pause_is_valid,
-    )];
+    let scenarios: &[common::Scenario] = &[
+        (
+            "register_under_kill_and_pause_is_valid",
+            register_under_kill_and_pause_is_valid,
+        ),
+        (
+            "lock_under_kill_and_pause_is_valid",
+            lock_under_kill_and_pause_is_valid,
+        ),
+    ];
     TestCluster::new("stkd", "10.241.12.0/24").run(
         1,
         common::nothing,
