@@ -10,6 +10,7 @@ pub mod cache;
 pub mod calls;
 #[cfg(test)]
 mod differential_tests;
+pub mod election;
 pub mod engine;
 pub mod formats;
 pub mod linearizability;

@@ -21,6 +21,7 @@ use crate::generator::RunSummary;
 use crate::history::Recorder;
 use crate::nemesis::{self, Ending, NemesisConfig};
 use crate::progress::Progress;
+use crate::workload::election::{self, ElectionRunSummary};
 use crate::workload::lock::{self, LockRunSummary};
 use crate::workload::{WorkloadFile, WorkloadKind};
 
@@ -135,6 +136,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|n| endpoint(db.as_ref(), n))
         .collect();
+    let mntr_before = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let on_signal = nemesis::OnSignal::Cancel(cancel_tx, Duration::from_secs(60));
     let ending = match workload_file.workload {
@@ -167,8 +169,24 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             })
             .await
         }
+        WorkloadKind::Election => {
+            let run = election::run(
+                &workload_file,
+                &stamp,
+                endpoints,
+                nemeses,
+                recorder.clone(),
+                cancel_rx,
+            );
+            nemesis::guarded(&control, db.as_ref(), on_signal, async {
+                run.await.map(|s| RunOutcome::Election(Box::new(s)))
+            })
+            .await
+        }
     };
     progress.finish();
+    let mntr_after = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
+    let server_load = crate::db::mntr::ServerLoad::between(&mntr_before, &mntr_after);
     collect_logs(&control, db.as_ref(), &dir).await;
     if !args.keep_db {
         if let Err(e) = db.teardown(&control).await {
@@ -196,7 +214,11 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         }
         WorkloadKind::Lock => {
             let summary = match &outcome {
-                Some(RunOutcome::Lock(summary)) => Some(serde_json::to_value(summary)?),
+                Some(RunOutcome::Lock(summary)) => {
+                    let mut value = serde_json::to_value(summary)?;
+                    value["server"] = server_herd(&server_load, summary.herd.releases);
+                    Some(value)
+                }
                 _ => None,
             };
             super::verdict::judge_lock_run(
@@ -206,6 +228,13 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
                 summary,
                 aborted.as_deref(),
             )?
+        }
+        WorkloadKind::Election => {
+            let summary = match &outcome {
+                Some(RunOutcome::Election(summary)) => Some(serde_json::to_value(summary)?),
+                _ => None,
+            };
+            super::verdict::judge_election_run(&dir, &ops, summary, aborted.as_deref())?
         }
     };
     if let Err(e) = crate::report::write_plots(&ops, &dir) {
@@ -220,6 +249,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
 enum RunOutcome {
     Register(RunSummary),
     Lock(Box<LockRunSummary>),
+    Election(Box<ElectionRunSummary>),
 }
 
 impl RunOutcome {
@@ -228,6 +258,7 @@ impl RunOutcome {
         match self {
             RunOutcome::Register(s) => &s.heal_failures,
             RunOutcome::Lock(s) => &s.heal_failures,
+            RunOutcome::Election(s) => &s.heal_failures,
         }
     }
 }
@@ -290,4 +321,24 @@ async fn collect_logs(control: &Control, db: &dyn Db, dir: &Path) {
             eprintln!("warning: logs of {}: {e:#}", node.name);
         }
     }
+}
+
+/// The servers' own figures for a lock run, per release: watch notifications (from the
+/// fan-out summaries) and packets received, summed over the servers.
+fn server_herd(load: &crate::db::mntr::ServerLoad, releases: u64) -> serde_json::Value {
+    let per_release = |total: f64| {
+        if releases == 0 {
+            0.0
+        } else {
+            total / releases as f64
+        }
+    };
+    serde_json::json!({
+        "nodes": load.nodes,
+        "releases": releases,
+        "watch_notifications": load.watch_notifications,
+        "packets_received": load.packets_received,
+        "notifications_per_release": per_release(load.watch_notifications),
+        "packets_per_release": per_release(load.packets_received),
+    })
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::json;
 
+use crate::checker::election::check_election;
 use crate::checker::formats::{self, Format};
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::result::{CheckResult, Validity};
@@ -128,6 +129,50 @@ pub fn judge_lock_run(
     })
 }
 
+/// Checks the history of an election run (`ops`, in `dir`): never two leaders in office at
+/// once, time without a leader and failover times; writes `results.json` (with the run's
+/// `summary`) and `timeline.html` into `dir`, and returns the verdict. `aborted` says why a
+/// run stopped early.
+pub fn judge_election_run(
+    dir: &Path,
+    ops: &[Op],
+    summary: Option<serde_json::Value>,
+    aborted: Option<&str>,
+) -> anyhow::Result<Verdict> {
+    let election = check_election(ops).context("checking the election")?;
+    let valid = match (election.valid, aborted.is_some()) {
+        (false, _) => Validity::Invalid,
+        (true, true) => Validity::Unknown,
+        (true, false) => Validity::Valid,
+    };
+    let results =
+        json!({ "valid": valid, "aborted": aborted, "election": election, "run": summary });
+    let path = dir.join("results.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    timeline::write(
+        &dir.join("timeline.html"),
+        ops,
+        &[],
+        &dir.display().to_string(),
+    )?;
+    let line = format!(
+        "verdict: {}; election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms",
+        overall_word(valid, aborted),
+        election.overlaps.len(),
+        election.terms,
+        election.terms_per_leader.len(),
+        election.leaderless_ns / 1_000_000,
+        election.longest_leaderless_ns / 1_000_000,
+        election.failover.p50_ms,
+        election.failover.max_ms,
+    );
+    Ok(Verdict {
+        line,
+        exit_code: valid.exit_code(),
+    })
+}
+
 fn overall_word(valid: Validity, aborted: Option<&str>) -> String {
     match valid {
         Validity::Valid => "valid".to_string(),
@@ -223,6 +268,11 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
             let summary =
                 previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
             judge_lock_run(dir, &ops, w.lock.fencing, summary, aborted.as_deref())?
+        }
+        Some(w) if w.workload == crate::workload::WorkloadKind::Election => {
+            let summary =
+                previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
+            judge_election_run(dir, &ops, summary, aborted.as_deref())?
         }
         w => judge_run(
             dir,

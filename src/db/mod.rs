@@ -4,6 +4,7 @@
 
 mod four_letter;
 pub mod keeperd;
+pub mod mntr;
 mod process;
 pub mod zookeeper;
 
@@ -13,7 +14,7 @@ use async_trait::async_trait;
 
 use crate::control::{Control, Node};
 
-pub use four_letter::Mode;
+pub use four_letter::{four_letter_word, Mode};
 
 /// A ZooKeeper-compatible database on a set of nodes.
 #[async_trait]

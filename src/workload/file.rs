@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::election::ElectionConfig;
 use super::lock::LockConfig;
 use super::{Register, RegisterConfig, Workload};
 use crate::generator::GeneratorConfig;
@@ -17,6 +18,9 @@ pub enum WorkloadKind {
     Register,
     /// A lock recipe's contenders (the `lock` section), run by `workload::lock::driver`.
     Lock,
+    /// A leader election recipe's candidates (the `election` section), run by
+    /// `workload::election::driver`.
+    Election,
 }
 
 /// The contents of a workload file.
@@ -31,6 +35,9 @@ pub struct WorkloadFile {
     /// Settings of the lock workloads.
     #[serde(default)]
     pub lock: LockConfig,
+    /// Settings of the election workloads.
+    #[serde(default)]
+    pub election: ElectionConfig,
     /// Rate, concurrency, time limit and nemesis schedule.
     #[serde(default)]
     pub generator: GeneratorConfig,
@@ -42,6 +49,7 @@ impl WorkloadFile {
         match self.workload {
             WorkloadKind::Register => self.register.validate()?,
             WorkloadKind::Lock => self.lock.validate()?,
+            WorkloadKind::Election => self.election.validate()?,
         }
         self.generator.validate()
     }
@@ -53,6 +61,9 @@ impl WorkloadFile {
             WorkloadKind::Register => Arc::new(Register::new(self.register.clone(), run_id, seed)?),
             WorkloadKind::Lock => anyhow::bail!(
                 "the lock workload is run by workload::lock::driver::run, not the generator"
+            ),
+            WorkloadKind::Election => anyhow::bail!(
+                "the election workload is run by workload::election::driver::run, not the generator"
             ),
         })
     }
@@ -72,6 +83,7 @@ mod tests {
             workload: WorkloadKind::Register,
             register: RegisterConfig::default(),
             lock: LockConfig::default(),
+            election: ElectionConfig::default(),
             generator: GeneratorConfig::default(),
         };
         assert_eq!(file, defaults);

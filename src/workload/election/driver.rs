@@ -1,0 +1,382 @@
+//! Runs the candidates of an election workload: each process slot loops campaign → serve a
+//! tenure as leader → resign → pause until the time limit, one ZooKeeper session per process,
+//! marking each term in office on the controller's record (`lead` operations, see
+//! [`super::office`]).
+//!
+//! A leader leaves office before it deletes its nodes, so the recorded term never outlasts the
+//! leadership ZooKeeper granted it, unless the leader's session lost it first: then the
+//! `on_disconnect` policy decides when the leader notices, and the term ends `info`. A process
+//! is retired (its session closed) after a campaign that failed, a term that ended `info`, or
+//! a resignation that did not go through.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use zookeeper_client::{SessionState, StateWatcher};
+
+use super::office::Office;
+use super::recipe::{Recipe, Requests};
+use super::ElectionConfig;
+use crate::client::{ensemble_string, ClientOptions, NodeEndpoint, ProcessIds, Session};
+use crate::generator::faults::{self, HealGuard};
+use crate::generator::stop::Stop;
+use crate::history::Recorder;
+use crate::nemesis::Nemesis;
+use crate::workload::lock::OnDisconnect;
+use crate::workload::WorkloadFile;
+
+/// Pause before trying again to open a session that could not be opened.
+const RECONNECT_DELAY: Duration = Duration::from_millis(250);
+
+/// What an election run does: the settings, how many candidates, for how long, against which
+/// servers.
+#[derive(Debug, Clone)]
+pub struct CandidateRun {
+    /// The `election` section of the workload file.
+    pub cfg: ElectionConfig,
+    /// Candidates at once (the generator's concurrency).
+    pub candidates: usize,
+    /// How long candidates keep campaigning.
+    pub time_limit: Duration,
+    /// The test run's id: one znode name under `/stampede`.
+    pub run_id: String,
+    /// The ZooKeeper servers.
+    pub endpoints: Vec<NodeEndpoint>,
+}
+
+/// What an election run did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ElectionRunSummary {
+    /// The recipe's workload name, e.g. `election-fair`.
+    pub recipe: &'static str,
+    /// Process ids handed out (each a session).
+    pub processes: u64,
+    /// Terms served (elections won).
+    pub terms: u64,
+    /// Terms that ended in a resignation that went through.
+    pub resigned: u64,
+    /// Terms ended because the session was disconnected or expired (by the `on_disconnect`
+    /// policy).
+    pub lost_in_office: u64,
+    /// Campaigns that ended in an error (the process is then retired).
+    pub campaign_failed: u64,
+    /// Resignations whose deletes did not go through.
+    pub resign_failed: u64,
+    /// Terms per candidate slot, in slot order.
+    pub terms_per_candidate: Vec<u64>,
+    /// Watch notifications delivered to candidates.
+    pub notifications: u64,
+    /// The most leaders the controller's record had in office at once.
+    pub max_in_office: u64,
+    /// The caller stopped the run before the time limit.
+    pub cancelled: bool,
+    /// Faults that could not be healed (run `stampede heal`); set by [`run`].
+    pub heal_failures: Vec<String>,
+}
+
+/// What one candidate slot did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    terms: u64,
+    resigned: u64,
+    lost_in_office: u64,
+    campaign_failed: u64,
+    resign_failed: u64,
+}
+
+struct Shared {
+    recipe: Recipe,
+    cfg: ElectionConfig,
+    options: ClientOptions,
+    endpoints: Vec<NodeEndpoint>,
+    office: Office,
+    notifications: AtomicU64,
+    ids: ProcessIds,
+}
+
+/// How a round of one candidate ended.
+enum Round {
+    /// Resigned normally: pause, then campaign again with the same process.
+    Again,
+    /// The process is retired: open a new session before campaigning again.
+    Retire,
+    /// The run ended.
+    End,
+}
+
+/// Creates the election's znodes, then runs `run.candidates` candidates for `run.time_limit`
+/// (or until `stop` turns true), recording into `recorder`. Fails if the setup session cannot
+/// be opened or the history cannot be written.
+pub async fn run_candidates(
+    run: &CandidateRun,
+    recorder: Arc<Recorder>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<ElectionRunSummary> {
+    run.cfg.validate().map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(run.candidates > 0, "an election needs at least 1 candidate");
+    anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
+    let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
+    let options = run.cfg.client_options();
+    setup(&recipe, &run.endpoints, &options).await?;
+
+    let shared = Arc::new(Shared {
+        recipe,
+        cfg: run.cfg.clone(),
+        options,
+        endpoints: run.endpoints.clone(),
+        office: Office::new(recorder),
+        notifications: AtomicU64::new(0),
+        ids: ProcessIds::default(),
+    });
+    let deadline = Instant::now() + run.time_limit;
+    let mut tasks = JoinSet::new();
+    for slot in 0..run.candidates {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        tasks.spawn(async move { (slot, candidate(&shared, slot, deadline, stop).await) });
+    }
+    let mut per_slot = vec![Tally::default(); run.candidates];
+    while let Some(joined) = tasks.join_next().await {
+        let (slot, tally) = joined.context("a candidate panicked")?;
+        per_slot[slot] = tally.context("recording a term in office")?;
+    }
+    let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
+    Ok(ElectionRunSummary {
+        recipe: run.cfg.recipe.workload_name(),
+        processes: shared.ids.count(),
+        terms: sum(|t| t.terms),
+        resigned: sum(|t| t.resigned),
+        lost_in_office: sum(|t| t.lost_in_office),
+        campaign_failed: sum(|t| t.campaign_failed),
+        resign_failed: sum(|t| t.resign_failed),
+        terms_per_candidate: per_slot.iter().map(|t| t.terms).collect(),
+        notifications: shared.notifications.load(Ordering::Relaxed),
+        max_in_office: shared.office.max_in_office(),
+        cancelled: *stop.borrow(),
+        heal_failures: Vec::new(),
+    })
+}
+
+/// `stampede test` for an election workload: runs the candidates of `file.election` (as many
+/// as `file.generator.concurrency`, for `file.generator.time_limit`) while the generator's
+/// nemesis schedule starts and stops `nemeses` in turn, then heals every fault. Setting
+/// `cancel` to true (Ctrl-C) ends the run early; no fault is left active on return, and heals
+/// that failed are listed in the summary.
+pub async fn run(
+    file: &WorkloadFile,
+    run_id: &str,
+    endpoints: Vec<NodeEndpoint>,
+    nemeses: Vec<Arc<dyn Nemesis>>,
+    recorder: Arc<Recorder>,
+    cancel: watch::Receiver<bool>,
+) -> anyhow::Result<ElectionRunSummary> {
+    let gen = &file.generator;
+    gen.validate().map_err(anyhow::Error::msg)?;
+    let run = CandidateRun {
+        cfg: file.election.clone(),
+        candidates: gen.concurrency,
+        time_limit: gen.time_limit.0,
+        run_id: run_id.to_string(),
+        endpoints,
+    };
+    let guard = HealGuard::new(nemeses.clone(), recorder.clone());
+    let (abort_tx, abort_rx) = watch::channel(false);
+    let stop = Stop::new(cancel.clone(), abort_rx);
+    let candidates = async {
+        let summary = run_candidates(&run, recorder.clone(), cancel).await;
+        // The candidates are done: end the nemesis schedule too.
+        let _ = abort_tx.send(true);
+        summary
+    };
+    let (interval, duration) = (gen.nemesis_interval.0, gen.nemesis_duration.0);
+    let schedule = faults::schedule(&nemeses, &recorder, interval, duration, stop);
+    let (summary, schedule) = tokio::join!(candidates, schedule);
+    let heal_failures = guard.heal().await;
+    let mut summary = summary?;
+    schedule.context("recording a nemesis operation")?;
+    summary.heal_failures = heal_failures;
+    Ok(summary)
+}
+
+/// Creates the election's parent znodes through a session to the whole ensemble.
+async fn setup(
+    recipe: &Recipe,
+    endpoints: &[NodeEndpoint],
+    options: &ClientOptions,
+) -> anyhow::Result<()> {
+    let connect = ensemble_string(endpoints);
+    let wait = 2 * options.session_timeout;
+    let client = tokio::time::timeout(
+        wait,
+        zookeeper_client::Client::connector()
+            .with_session_timeout(options.session_timeout)
+            .connect(&connect),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("no ZooKeeper session to {connect} within {wait:?}"))?
+    .with_context(|| format!("connecting to {connect} for setup"))?;
+    recipe
+        .setup(&client)
+        .await
+        .with_context(|| format!("creating {}", recipe.dir()))
+}
+
+/// Completes when the run should end: `stop` raised or `deadline` passed.
+async fn ended(stop: &mut watch::Receiver<bool>, deadline: Instant) {
+    let raised = async {
+        if stop.wait_for(|s| *s).await.is_err() {
+            // The sender is gone without stopping: only the deadline ends the run.
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        _ = raised => {}
+        _ = tokio::time::sleep_until(deadline) => {}
+    }
+}
+
+/// One candidate slot's loop; fails only if the history cannot be written.
+async fn candidate(
+    shared: &Shared,
+    slot: usize,
+    deadline: Instant,
+    mut stop: watch::Receiver<bool>,
+) -> io::Result<Tally> {
+    let mut tally = Tally::default();
+    let mut session: Option<Session> = None;
+    while !*stop.borrow() && Instant::now() < deadline {
+        if session.as_ref().is_some_and(Session::is_dead) {
+            session = None;
+        }
+        let Some(current) = &session else {
+            let opening = Session::open(&shared.ids, &shared.endpoints, slot, &shared.options);
+            tokio::select! {
+                _ = ended(&mut stop, deadline) => break,
+                opened = opening => match opened {
+                    Ok(s) => session = Some(s),
+                    Err(e) => {
+                        tracing::debug!(slot, "cannot open a session: {e}");
+                        tokio::select! {
+                            _ = ended(&mut stop, deadline) => break,
+                            _ = tokio::time::sleep(RECONNECT_DELAY) => {}
+                        }
+                    }
+                },
+            }
+            continue;
+        };
+        match round(shared, current, deadline, &mut stop, &mut tally).await? {
+            Round::Again => {
+                tokio::select! {
+                    _ = ended(&mut stop, deadline) => break,
+                    _ = tokio::time::sleep(shared.cfg.pause.0) => {}
+                }
+            }
+            Round::Retire => session = None,
+            Round::End => break,
+        }
+    }
+    Ok(tally)
+}
+
+/// One campaign → tenure → resignation round of `session`'s process.
+async fn round(
+    shared: &Shared,
+    session: &Session,
+    deadline: Instant,
+    stop: &mut watch::Receiver<bool>,
+    tally: &mut Tally,
+) -> io::Result<Round> {
+    let identity = session.process.to_string();
+    let mut req = Requests::new(shared.options.op_timeout, &shared.notifications);
+    let campaign = tokio::select! {
+        biased;
+        _ = ended(stop, deadline) => return Ok(Round::End),
+        c = shared.recipe.campaign(&session.client, &identity, &mut req) => c,
+    };
+    let won = match campaign {
+        Ok(won) => won,
+        Err(e) => {
+            tracing::debug!(process = session.process, "campaign: {e}");
+            tally.campaign_failed += 1;
+            return Ok(Round::Retire);
+        }
+    };
+    let office = &shared.office;
+    office.take(session.process, won.token, session.node.clone())?;
+    tally.terms += 1;
+    let mut states = session.client.state_watcher();
+    let policy = shared.cfg.on_disconnect;
+    let lost = match lost_by_policy(states.peek_state(), policy) {
+        Some(reason) => Some(reason),
+        None => tokio::select! {
+            reason = session_lost(&mut states, policy) => Some(reason),
+            _ = tokio::time::sleep(shared.cfg.tenure.0) => None,
+            _ = ended(stop, deadline) => None,
+        },
+    };
+    // Leave office before giving up the nodes, so the term never outlasts the leadership.
+    office.leave(session.process, lost.clone())?;
+    if lost.is_some() {
+        tally.lost_in_office += 1;
+        return Ok(Round::Retire);
+    }
+    match shared.recipe.resign(&session.client, &won, &mut req).await {
+        Ok(()) => {
+            tally.resigned += 1;
+            Ok(Round::Again)
+        }
+        Err(e) => {
+            tracing::debug!(process = session.process, "resign: {e}");
+            tally.resign_failed += 1;
+            Ok(Round::Retire)
+        }
+    }
+}
+
+/// Whether a leader in session state `state` must stop leading under `policy`, and why.
+fn lost_by_policy(state: SessionState, policy: OnDisconnect) -> Option<String> {
+    match (state, policy) {
+        (SessionState::Expired, _) => Some("session-expired".into()),
+        (SessionState::Closed, _) => Some("session-closed".into()),
+        (SessionState::AuthFailed, _) => Some("auth-failed".into()),
+        (SessionState::Disconnected, OnDisconnect::AssumeLost) => Some("disconnected".into()),
+        _ => None,
+    }
+}
+
+/// Completes, with the reason, when the session's state makes the leader stop under `policy`.
+async fn session_lost(states: &mut StateWatcher, policy: OnDisconnect) -> String {
+    loop {
+        if let Some(reason) = lost_by_policy(states.changed().await, policy) {
+            return reason;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leader_stops_by_its_policy() {
+        use OnDisconnect::{AssumeLost, Keep};
+        let lost = |s, p| lost_by_policy(s, p);
+        assert_eq!(
+            lost(SessionState::Disconnected, AssumeLost).as_deref(),
+            Some("disconnected")
+        );
+        assert_eq!(lost(SessionState::Disconnected, Keep), None);
+        assert_eq!(
+            lost(SessionState::Expired, Keep).as_deref(),
+            Some("session-expired")
+        );
+        assert_eq!(lost(SessionState::SyncConnected, AssumeLost), None);
+    }
+}

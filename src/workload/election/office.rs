@@ -1,0 +1,119 @@
+//! The controller's record of who is in office: a candidate acting as leader marks its term
+//! here, so terms are stamped by the history's single monotonic clock.
+//!
+//! `take` records the invocation of a `lead` operation of the leader's process (value: the
+//! token, the czxid of the znode that made it leader); `leave` completes it, `ok` when the
+//! leader resigned and `info` with the reason when it stopped because of its session. Both are
+//! recorded under the record's own lock, so two recorded terms overlap exactly when two
+//! candidates acted as leader at once.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use crate::history::{Meta, OpType, Process, Recorder};
+
+/// The function name of a term in office in the history.
+pub const LEAD: &str = "lead";
+
+#[derive(Default)]
+struct State {
+    in_office: BTreeMap<u64, i64>,
+    max_in_office: u64,
+}
+
+/// The record of terms of one run.
+pub struct Office {
+    recorder: Arc<Recorder>,
+    state: Mutex<State>,
+}
+
+impl Office {
+    /// A record writing terms into `recorder`.
+    pub fn new(recorder: Arc<Recorder>) -> Office {
+        Office {
+            recorder,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `process` takes office, made leader by the znode created at zxid `token`.
+    pub fn take(&self, process: u64, token: i64, node: Option<String>) -> io::Result<()> {
+        let mut s = self.state();
+        let meta = Meta {
+            node,
+            zxid: Some(token),
+            ..Meta::default()
+        };
+        self.recorder.record(
+            OpType::Invoke,
+            Process::Client(process),
+            LEAD,
+            json!({ "token": token }),
+            meta,
+        )?;
+        s.in_office.insert(process, token);
+        s.max_in_office = s.max_in_office.max(s.in_office.len() as u64);
+        Ok(())
+    }
+
+    /// `process` leaves office: it resigned (`lost` is `None`) or its session says it may no
+    /// longer lead (recorded as `info` with that reason).
+    pub fn leave(&self, process: u64, lost: Option<String>) -> io::Result<()> {
+        let mut s = self.state();
+        let token = s.in_office.remove(&process);
+        let kind = match lost {
+            Some(_) => OpType::Info,
+            None => OpType::Ok,
+        };
+        let meta = Meta {
+            error: lost,
+            ..Meta::default()
+        };
+        self.recorder.record(
+            kind,
+            Process::Client(process),
+            LEAD,
+            json!({ "token": token }),
+            meta,
+        )?;
+        Ok(())
+    }
+
+    /// The most leaders in office at once so far (above 1 means the election failed).
+    pub fn max_in_office(&self) -> u64 {
+        self.state().max_in_office
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_are_recorded_as_lead_operations() {
+        let recorder = Arc::new(Recorder::in_memory());
+        let office = Office::new(recorder.clone());
+        office.take(1, 10, Some("n1".into())).unwrap();
+        office.take(2, 12, None).unwrap();
+        office.leave(1, Some("disconnected".into())).unwrap();
+        office.leave(2, None).unwrap();
+        assert_eq!(office.max_in_office(), 2);
+        let ops = recorder.ops();
+        let kinds: Vec<OpType> = ops.iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [OpType::Invoke, OpType::Invoke, OpType::Info, OpType::Ok]
+        );
+        assert!(ops.iter().all(|o| o.f == LEAD));
+        assert_eq!(ops[2].value, json!({ "token": 10 }));
+        assert_eq!(ops[2].error.as_deref(), Some("disconnected"));
+        assert_eq!(ops[0].zxid, Some(10));
+    }
+}

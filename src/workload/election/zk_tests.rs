@@ -1,0 +1,192 @@
+//! The election recipes against a real ZooKeeper standalone server on loopback: safe (never
+//! two leaders) and live (leadership changes often, every candidate leads) without faults, and
+//! safe with failovers measured when the server is killed under the leader.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::driver::{run_candidates, CandidateRun};
+use super::{ElectionConfig, ElectionRecipe, ElectionRunSummary};
+use crate::checker::election::check_election;
+use crate::client::test_server::ZkServer;
+use crate::client::NodeEndpoint;
+use crate::generator::GeneratorConfig;
+use crate::history::{Op, OpType, Recorder};
+use crate::nemesis::{BoxFuture, Nemesis};
+use crate::workload::file::WorkloadKind;
+use crate::workload::WorkloadFile;
+
+fn ms(n: u64) -> crate::config::Duration {
+    crate::config::Duration(Duration::from_millis(n))
+}
+
+/// Runs `recipe` with `candidates` for `secs` seconds and a short tenure.
+async fn run(
+    recipe: ElectionRecipe,
+    candidates: usize,
+    secs: u64,
+    endpoint: NodeEndpoint,
+) -> (ElectionRunSummary, Vec<Op>) {
+    let recorder = Arc::new(Recorder::in_memory());
+    let (_keep, stop) = watch::channel(false);
+    let run = CandidateRun {
+        cfg: ElectionConfig {
+            recipe,
+            tenure: ms(60),
+            pause: ms(30),
+            session_timeout: ms(4000),
+            ..ElectionConfig::default()
+        },
+        candidates,
+        time_limit: Duration::from_secs(secs),
+        run_id: format!("safe-{}", recipe.workload_name()),
+        endpoints: vec![endpoint],
+    };
+    let summary = run_candidates(&run, recorder.clone(), stop).await.unwrap();
+    (summary, recorder.ops())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_election_recipe_is_safe_and_live_without_faults() {
+    let server = ZkServer::start();
+    let runs = ElectionRecipe::ALL.map(|recipe| {
+        let endpoint = server.endpoint();
+        tokio::spawn(async move { run(recipe, 5, 8, endpoint).await })
+    });
+    for joined in runs {
+        let (summary, ops) = joined.await.unwrap();
+        let name = summary.recipe;
+        let verdict = check_election(&ops).unwrap();
+        eprintln!(
+            "{name}: {} terms, leaderless {} ms (longest {} ms), failover {:?}, {} notifications",
+            verdict.terms,
+            verdict.leaderless_ns / 1_000_000,
+            verdict.longest_leaderless_ns / 1_000_000,
+            verdict.failover,
+            summary.notifications
+        );
+        assert!(verdict.valid, "{name}: {:?}", verdict.overlaps);
+        assert_eq!(summary.max_in_office, 1, "{name}: {summary:?}");
+        assert_eq!(verdict.terms, summary.terms, "{name}");
+        assert!(verdict.terms_per_leader.len() >= 3, "{name}: {verdict:?}");
+        assert!(
+            summary.terms_per_candidate.iter().all(|&n| n > 0),
+            "{name}: a candidate was never elected: {summary:?}"
+        );
+        assert!(verdict.terms > 20, "{name}: only {} terms", verdict.terms);
+        assert_eq!(
+            (
+                summary.processes,
+                summary.campaign_failed,
+                summary.lost_in_office,
+                summary.resign_failed
+            ),
+            (5, 0, 0, 0),
+            "{name}: {summary:?}"
+        );
+        assert_eq!(verdict.failover.count + 1, verdict.terms, "{name}");
+        assert!(verdict.failover.p50_ms < 60.0, "{name}: {verdict:?}");
+        assert!(summary.notifications > 0, "{name}: {summary:?}");
+    }
+}
+
+/// Kills the ZooKeeper server (SIGKILL) and starts it again on stop.
+struct KillServer(Arc<std::sync::Mutex<ZkServer>>);
+
+impl Nemesis for KillServer {
+    fn kind(&self) -> &str {
+        "kill"
+    }
+    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        let server = self.0.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
+            Ok(serde_json::json!("killed"))
+        })
+    }
+    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        let server = self.0.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
+            Ok(serde_json::json!("restarted"))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
+    let server = Arc::new(std::sync::Mutex::new(ZkServer::start()));
+    let endpoint = server.lock().unwrap().endpoint();
+    let file = WorkloadFile {
+        workload: WorkloadKind::Election,
+        register: Default::default(),
+        lock: Default::default(),
+        election: ElectionConfig {
+            recipe: ElectionRecipe::Fair,
+            tenure: ms(300),
+            pause: ms(30),
+            op_timeout: ms(1000),
+            session_timeout: ms(3000),
+            ..ElectionConfig::default()
+        },
+        generator: GeneratorConfig {
+            concurrency: 4,
+            time_limit: ms(12000),
+            nemesis_interval: ms(2000),
+            nemesis_duration: ms(2000),
+            ..GeneratorConfig::default()
+        },
+    };
+    let recorder = Arc::new(Recorder::in_memory());
+    let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
+    let (_keep, cancel) = watch::channel(false);
+    let summary = super::run(
+        &file,
+        "kill",
+        vec![endpoint],
+        vec![kill],
+        recorder.clone(),
+        cancel,
+    )
+    .await
+    .unwrap();
+    assert!(summary.heal_failures.is_empty(), "{summary:?}");
+    let ops = recorder.ops();
+    let kills = ops.iter().filter(|o| o.f == "start-kill").count();
+    assert!(kills >= 2, "the server was killed during the run");
+    let verdict = check_election(&ops).unwrap();
+    eprintln!("kill: {summary:?}\n{verdict:?}");
+    assert!(verdict.valid, "{:?}", verdict.overlaps);
+    assert_eq!(summary.max_in_office, 1, "{summary:?}");
+    assert!(verdict.terms_lost >= 1, "a leader lost office: {verdict:?}");
+    assert!(verdict.failover_after_loss.count >= 1, "{verdict:?}");
+    // Failover after a kill waits for the restart: far longer than a resignation's.
+    assert!(
+        verdict.failover_after_loss.max_ms > verdict.failover.p50_ms,
+        "{verdict:?}"
+    );
+    // Every restart early enough for the sessions to come back is followed by a new leader.
+    let term_begins: Vec<u64> = ops
+        .iter()
+        .filter(|o| o.f == "lead" && o.kind == OpType::Invoke)
+        .map(|o| o.time)
+        .collect();
+    let restarts: Vec<u64> = ops
+        .iter()
+        .filter(|o| o.f == "stop-kill" && o.kind != OpType::Invoke)
+        .map(|o| o.time)
+        .filter(|&t| t + 4_000_000_000 < 12_000_000_000)
+        .collect();
+    assert!(
+        !restarts.is_empty(),
+        "the server was restarted during the run"
+    );
+    for restart in restarts {
+        assert!(
+            term_begins.iter().any(|&t| t > restart),
+            "nobody was elected after the restart at {restart} ns"
+        );
+    }
+}
