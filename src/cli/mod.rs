@@ -3,6 +3,7 @@
 mod agent;
 mod check;
 mod cluster;
+mod compare;
 mod db;
 mod exec;
 mod nemesis;
@@ -50,6 +51,8 @@ enum Command {
     Suite(suite::SuiteArgs),
     /// Serve the results folder as web pages (runs, suites, trends), on localhost.
     Serve(serve::ServeArgs),
+    /// Compare test runs: a table of verdicts, lock latencies and herd load, and plots.
+    Compare(compare::CompareArgs),
 }
 
 /// Parses the command line, runs the command and turns its outcome into an exit code.
@@ -77,6 +80,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Nemesis(args) => runtime()?.block_on(nemesis::run(args)),
         Command::Suite(args) => suite::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
 

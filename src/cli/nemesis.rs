@@ -62,7 +62,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         netem: None,
         clock: None,
     };
-    let fault = nemesis::build(&spec, control.clone(), db.clone())?;
+    let fault = nemesis::build(&spec, control.clone(), db.clone(), None)?;
     let work = async {
         let started = fault.start().await?;
         println!("start-{kind}: {started}");

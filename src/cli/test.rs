@@ -53,6 +53,11 @@ pub struct TestArgs {
     /// Leave the database running after the test (it is torn down by default).
     #[arg(long)]
     keep_db: bool,
+    /// Run one test per number of contenders in the list (e.g. `5,20,100`) of a lock workload
+    /// (`--workload lock`: every lock recipe), one after another, then draw `herd.png` and
+    /// `recipes.png` of them all into `results/sweep-<time>/`.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    contenders: Vec<u64>,
     #[command(flatten)]
     targets: TargetArgs,
     #[command(flatten)]
@@ -77,6 +82,9 @@ pub struct TestConfig {
 
 /// Runs `stampede test`; exits 0 valid, 1 anomalies found, 2 unknown or aborted.
 pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
+    if !args.contenders.is_empty() {
+        return sweep(&args);
+    }
     let mut overrides = args.overrides.clone();
     if let Some(limit) = &args.time_limit {
         overrides.push(format!("generator.time_limit={limit}").parse()?);
@@ -94,7 +102,8 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         .db
         .build(&args.targets, control.nodes().to_vec())?
         .into();
-    let nemeses = nemesis_config.build(&control, db.clone())?;
+    let holder = Arc::new(HistoryHolder::default());
+    let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()))?;
     let name = args
         .name
         .clone()
@@ -131,6 +140,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot write {}", dir.join("history.jsonl").display()))?
         .observed_by(Box::new(move |op| shown.record(op)));
     let recorder = Arc::new(recorder);
+    let _ = holder.0.set(recorder.clone());
     let endpoints: Vec<NodeEndpoint> = control
         .nodes()
         .iter()
@@ -245,6 +255,103 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(verdict.exit_code))
 }
 
+/// Runs the test once per (lock recipe, contenders) of `args`, each as a child `stampede test`
+/// with the other flags as given, then draws the sweep's plots; exits with the worst exit code
+/// of the runs.
+fn sweep(args: &TestArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        !args.contenders.contains(&0),
+        "--contenders: every value must be at least 1"
+    );
+    let recipes = sweep_workloads(&args.workload)?;
+    let exe = std::env::current_exe().context("cannot find the stampede binary")?;
+    let forwarded = forwarded_args(std::env::args().skip(1));
+    let (mut runs, mut worst) = (Vec::new(), 0u8);
+    for recipe in &recipes {
+        for n in &args.contenders {
+            eprintln!("sweep: {recipe} with {n} contenders");
+            let mut child = std::process::Command::new(&exe);
+            child
+                .args(&forwarded)
+                .args(["--workload", recipe.as_str(), "--set"]);
+            child.arg(format!("generator.concurrency={n}"));
+            if let Some(name) = &args.name {
+                child.args(["--name", &format!("{name}-{recipe}")]);
+            }
+            let out = child
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .with_context(|| format!("cannot run {}", exe.display()))?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            print!("{stdout}");
+            worst = worst.max(out.status.code().map_or(2, |c| c.clamp(0, 2) as u8));
+            match stdout.lines().find_map(|l| l.strip_prefix("results: ")) {
+                Some(dir) => runs.push(PathBuf::from(dir)),
+                None => eprintln!("warning: {recipe} with {n} contenders left no results"),
+            }
+        }
+    }
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "");
+    let dir = args.results.join(format!("sweep-{stamp}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let rows = super::compare::load_runs(&runs)?;
+    let table = super::compare::render_table(&rows);
+    std::fs::write(dir.join("table.txt"), &table)
+        .with_context(|| format!("cannot write {}", dir.join("table.txt").display()))?;
+    let drawn = super::compare::plot_herd(&rows, &dir.join("herd.png"))?
+        && super::compare::plot_recipes(&rows, &dir.join("recipes.png"))?;
+    if !drawn {
+        eprintln!("warning: no lock run finished with figures: no plots drawn");
+    }
+    print!("{table}");
+    println!("sweep: {}", dir.display());
+    Ok(ExitCode::from(worst))
+}
+
+/// The lock workloads a sweep runs: every recipe for `lock`, else `workload` if it is a lock
+/// workload.
+fn sweep_workloads(workload: &str) -> anyhow::Result<Vec<String>> {
+    if workload == "lock" {
+        use crate::workload::lock::RecipeKind;
+        let all = [
+            RecipeKind::SingleNode,
+            RecipeKind::Sequential,
+            RecipeKind::SequentialHerd,
+            RecipeKind::Protected,
+        ];
+        return Ok(all.map(|r| r.workload_name().to_string()).to_vec());
+    }
+    let path = config::resolve("workloads", workload)?;
+    let file: WorkloadFile = config::load(&path)?;
+    anyhow::ensure!(
+        file.workload == WorkloadKind::Lock,
+        "--contenders: {} is not a lock workload",
+        path.display()
+    );
+    Ok(vec![workload.to_string()])
+}
+
+/// The command line of the sweep without the flags each run sets itself (`--workload`,
+/// `--contenders`, `--name`).
+fn forwarded_args(args: impl Iterator<Item = String>) -> Vec<String> {
+    const OWN: [&str; 3] = ["--workload", "--contenders", "--name"];
+    let mut kept = Vec::new();
+    let mut skip_value = false;
+    for arg in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        if OWN.contains(&arg.as_str()) {
+            skip_value = true;
+        } else if !OWN.iter().any(|f| arg.starts_with(&format!("{f}="))) {
+            kept.push(arg);
+        }
+    }
+    kept
+}
+
 /// How the main job of a run ended, by workload.
 enum RunOutcome {
     Register(RunSummary),
@@ -341,4 +448,103 @@ fn server_herd(load: &crate::db::mntr::ServerLoad, releases: u64) -> serde_json:
         "notifications_per_release": per_release(load.watch_notifications),
         "packets_per_release": per_release(load.packets_received),
     })
+}
+
+/// Who holds the lock or leads, read from the history as it is recorded: the node of the
+/// latest `hold` / `lead` operation still open (for the partition target `holder`).
+#[derive(Default)]
+struct HistoryHolder(std::sync::OnceLock<Arc<Recorder>>);
+
+impl nemesis::HolderView for HistoryHolder {
+    fn holder_node(&self) -> Option<String> {
+        open_holder(&self.0.get()?.ops())
+    }
+}
+
+/// The node of the latest `hold` or `lead` invocation whose process has not completed it.
+fn open_holder(ops: &[crate::history::Op]) -> Option<String> {
+    let mut open = std::collections::HashMap::new();
+    for op in ops.iter().filter(|op| op.f == "hold" || op.f == "lead") {
+        match op.kind {
+            crate::history::OpType::Invoke => _ = open.insert(op.process, op),
+            _ => _ = open.remove(&op.process),
+        }
+    }
+    open.into_values()
+        .max_by_key(|op| op.index)
+        .and_then(|op| op.node.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Op, OpType, Process};
+
+    fn op(index: u64, kind: OpType, process: u64, f: &str, node: &str) -> Op {
+        Op {
+            index,
+            time: index,
+            kind,
+            process: Process::Client(process),
+            f: f.into(),
+            value: serde_json::Value::Null,
+            key: None,
+            node: Some(node.into()),
+            error: None,
+            zxid: None,
+            version: None,
+        }
+    }
+
+    #[test]
+    fn the_holder_is_the_latest_open_hold() {
+        let ops = vec![
+            op(0, OpType::Invoke, 1, "hold", "n1"),
+            op(1, OpType::Ok, 1, "hold", "n1"),
+            op(2, OpType::Invoke, 2, "acquire", "n3"),
+            op(3, OpType::Invoke, 4, "hold", "n2"),
+        ];
+        assert_eq!(open_holder(&ops).as_deref(), Some("n2"));
+        assert_eq!(
+            open_holder(&ops[..2]),
+            None,
+            "nobody holds after the release"
+        );
+        let lead = vec![op(0, OpType::Invoke, 7, "lead", "n3")];
+        assert_eq!(open_holder(&lead).as_deref(), Some("n3"));
+    }
+
+    #[test]
+    fn a_sweep_forwards_every_flag_but_its_own() {
+        let line = "-v test --workload lock --contenders=5,20 --nemesis none --name x --time-limit 5s --keep-db";
+        let kept = forwarded_args(line.split(' ').map(String::from));
+        assert_eq!(
+            kept,
+            [
+                "-v",
+                "test",
+                "--nemesis",
+                "none",
+                "--time-limit",
+                "5s",
+                "--keep-db"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sweep_runs_lock_workloads_only() {
+        let all = sweep_workloads("lock").unwrap();
+        assert_eq!(all.len(), 4);
+        assert!(all.contains(&"lock-sequential-herd".to_string()));
+        assert_eq!(
+            sweep_workloads("lock-protected").unwrap(),
+            ["lock-protected"]
+        );
+        let err = sweep_workloads("register").unwrap_err().to_string();
+        assert!(
+            err.contains("register.yaml is not a lock workload"),
+            "{err}"
+        );
+    }
 }

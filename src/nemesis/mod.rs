@@ -11,6 +11,8 @@ mod process;
 mod target;
 
 use std::future::Future;
+
+use anyhow::Context;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -18,7 +20,7 @@ pub use clock::ClockConfig;
 pub use heal::{guarded, heal_all, Ending, OnSignal};
 pub use package::{FaultConfig, NemesisConfig};
 pub use packet::NetemConfig;
-pub use partition::{Partition, PartitionSpec};
+pub use partition::{HolderView, Partition, PartitionSpec};
 pub use process::{ProcessFault, ProcessNemesis};
 
 use crate::control::Control;
@@ -44,13 +46,25 @@ pub const KINDS: &[&str] = &["partition", "kill", "pause", "clock", "packet"];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
 /// [`PartitionSpec`] for targets).
+/// `holder` tells who holds a lock or leads, for the partition target `holder`.
 pub fn build(
     fault: &FaultConfig,
     control: Control,
     db: Arc<dyn Db>,
+    holder: Option<Arc<dyn HolderView>>,
 ) -> anyhow::Result<Arc<dyn Nemesis>> {
     let target = || fault.target.parse::<target::Target>();
     Ok(match fault.kind.as_str() {
+        "partition" if fault.target == "holder" => {
+            let view = holder.context(
+                "partition target holder: only lock and election workloads have holders",
+            )?;
+            Arc::new(Partition::new(
+                control,
+                db,
+                PartitionSpec::IsolateHolder(view),
+            ))
+        }
         "partition" => Arc::new(Partition::new(
             control,
             db,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use rand::Rng;
 
-use super::{BoxFuture, ClockConfig, Nemesis, NetemConfig};
+use super::{BoxFuture, ClockConfig, HolderView, Nemesis, NetemConfig};
 use crate::control::Control;
 use crate::db::Db;
 
@@ -94,8 +94,9 @@ impl NemesisConfig {
         &self,
         control: &Control,
         db: Arc<dyn Db>,
+        holder: Option<Arc<dyn HolderView>>,
     ) -> anyhow::Result<Vec<Arc<dyn Nemesis>>> {
-        let faults = self.build_faults(control, db)?;
+        let faults = self.build_faults(control, db, holder)?;
         Ok(match self.order {
             Order::Random if faults.len() > 1 => {
                 let first = rand::thread_rng().gen_range(0..faults.len());
@@ -112,12 +113,13 @@ impl NemesisConfig {
         &self,
         control: &Control,
         db: Arc<dyn Db>,
+        holder: Option<Arc<dyn HolderView>>,
     ) -> anyhow::Result<Vec<Arc<dyn Nemesis>>> {
         self.faults
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                super::build(f, control.clone(), db.clone())
+                super::build(f, control.clone(), db.clone(), holder.clone())
                     .with_context(|| format!("faults[{i}] ({} on {})", f.kind, f.target))
             })
             .collect()
@@ -156,7 +158,7 @@ mod tests {
             let path = entry.unwrap().path();
             let cfg: NemesisConfig = crate::config::load(&path).unwrap_or_else(|e| panic!("{e:#}"));
             let built = cfg
-                .build(&control, db.clone())
+                .build(&control, db.clone(), None)
                 .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
             let expected = if cfg.order == Order::Random && cfg.faults.len() > 1 {
                 1
@@ -187,7 +189,7 @@ mod tests {
         };
         let db: Arc<dyn Db> = Arc::new(ZooKeeper::new(ZkConfig::default(), nodes.clone()));
         let err = cfg
-            .build(&Control::new(nodes, opts), db)
+            .build(&Control::new(nodes, opts), db, None)
             .err()
             .expect("flood is no fault");
         assert!(

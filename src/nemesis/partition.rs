@@ -21,12 +21,30 @@ pub const HEAL_COMMAND: &str = "while iptables -w -D INPUT -j STAMPEDE 2>/dev/nu
      iptables -w -F STAMPEDE 2>/dev/null; iptables -w -X STAMPEDE 2>/dev/null; true";
 
 /// How a partition picks its sides.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum PartitionSpec {
     /// A fixed shape.
     Shape(Shape),
     /// Isolate the nodes a target picks when the fault starts (e.g. the leader).
     Isolate(Target),
+    /// Isolate the node whose client holds the lock or leads when the fault starts.
+    IsolateHolder(Arc<dyn HolderView>),
+}
+
+impl std::fmt::Debug for PartitionSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PartitionSpec::Shape(shape) => write!(f, "Shape({shape:?})"),
+            PartitionSpec::Isolate(target) => write!(f, "Isolate({target})"),
+            PartitionSpec::IsolateHolder(_) => f.write_str("IsolateHolder"),
+        }
+    }
+}
+
+/// Tells which node's client holds a lock or leads right now (read from the history).
+pub trait HolderView: Send + Sync {
+    /// The node of the client that holds now, if one does.
+    fn holder_node(&self) -> Option<String>;
 }
 
 impl PartitionSpec {
@@ -71,6 +89,10 @@ impl Partition {
                 let cut = target.pick(nodes, self.db.as_ref()).await?;
                 Shape::Isolate(cut.into_iter().map(|n| n.name).collect())
             }
+            PartitionSpec::IsolateHolder(view) => match view.holder_node() {
+                Some(node) => Shape::Isolate(vec![node]),
+                None => anyhow::bail!("target holder: no client holds the lock or leads right now"),
+            },
         };
         Ok(grudge::compute(&shape, &names, &mut rand::thread_rng()))
     }

@@ -229,7 +229,7 @@ fn fault_legend(faults: &[NemesisInterval]) -> Vec<LegendEntry> {
         .collect()
 }
 
-fn draw_legend(
+pub(super) fn draw_legend(
     area: &DrawingArea<BitMapBackend<'_>, Shift>,
     entries: &[LegendEntry],
     top: i32,
@@ -260,7 +260,7 @@ fn draw_legend(
     Ok(())
 }
 
-fn draw_marker(
+pub(super) fn draw_marker(
     area: &DrawingArea<BitMapBackend<'_>, Shift>,
     marker: Marker,
     colour: RGBColor,
@@ -279,7 +279,7 @@ fn draw_marker(
 }
 
 /// An axis tick label: whole numbers from 10 on, up to three decimals below.
-fn tick_label(v: f64) -> String {
+pub(super) fn tick_label(v: f64) -> String {
     if v.abs() >= 10.0 {
         format!("{v:.0}")
     } else {
@@ -290,7 +290,7 @@ fn tick_label(v: f64) -> String {
 
 /// The key points of a log axis over `lo..hi`: labelled ones at 1, 2 and 5 times each power
 /// of ten, light grid lines at the other multiples.
-fn log_key_points(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
+pub(super) fn log_key_points(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     let (mut bold, mut light) = (Vec::new(), Vec::new());
     let mut decade = 10f64.powf(lo.log10().floor());
     while decade <= hi {
@@ -309,7 +309,7 @@ fn log_key_points(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     (bold, light)
 }
 
-fn write_png(path: &Path, rgb: &[u8]) -> anyhow::Result<()> {
+pub(super) fn write_png(path: &Path, rgb: &[u8]) -> anyhow::Result<()> {
     let file = BufWriter::new(File::create(path)?);
     let mut encoder = png::Encoder::new(file, WIDTH, HEIGHT);
     encoder.set_color(png::ColorType::Rgb);

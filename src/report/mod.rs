@@ -15,6 +15,7 @@ mod latency_raw;
 mod nemesis_intervals;
 mod op_spans;
 mod rate;
+pub mod recipes;
 mod style;
 #[cfg(test)]
 pub mod test_history;

@@ -1,0 +1,511 @@
+//! `stampede compare`: one table row per test run (verdict, lock latencies, herd load) and
+//! plots comparing the runs: `compare.png` (acquire latency per run) and, on request,
+//! `herd.png` and `recipes.png`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+
+use crate::report::recipes::{
+    compare_chart, herd_chart, recipes_chart, render_chart, LatencyFigures, LoadFigures,
+    LockFigures,
+};
+
+/// Arguments of `stampede compare`.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// Results folders of runs, or a test's folder (`results/<test>`) meaning all its runs.
+    #[arg(required = true, value_name = "RUN")]
+    runs: Vec<PathBuf>,
+    /// Where to draw the acquire latency of each lock run.
+    #[arg(long, default_value = "compare.png", value_name = "FILE.png")]
+    plot: PathBuf,
+    /// Also draw the load per release against the number of contenders, per recipe.
+    #[arg(long, value_name = "FILE.png")]
+    herd: Option<PathBuf>,
+    /// Also draw the acquire and hand-off latency quantiles per recipe.
+    #[arg(long, value_name = "FILE.png")]
+    recipes: Option<PathBuf>,
+}
+
+/// What one test run shows in the comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    /// The results folder.
+    pub dir: PathBuf,
+    /// The test's name.
+    pub test: String,
+    /// The run's timestamp (its folder's name).
+    pub stamp: String,
+    /// The fault kinds injected, joined by `+` (`none`, or `-` when unknown).
+    pub nemesis: String,
+    /// `valid`, `INVALID`, `unknown` or `unknown (aborted)`.
+    pub verdict: String,
+    /// The lock recipe, for a lock run.
+    pub recipe: Option<String>,
+    /// Contenders at once, for a lock run.
+    pub contenders: Option<u64>,
+    /// What the lock run measured (none when it stopped before a summary).
+    pub lock: Option<LockFigures>,
+    /// The servers' own `mntr` figures per release, watch notifications and packets received
+    /// (summed over the servers), when the run sampled them.
+    pub server_per_release: Option<(f64, f64)>,
+}
+
+/// Runs `stampede compare`: prints the table, draws the plots, says where.
+pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    let rows = load_runs(&args.runs)?;
+    print!("{}", render_table(&rows));
+    let lock_runs = numbered_lock_runs(&rows);
+    if lock_runs.is_empty() {
+        eprintln!("no lock run with latency figures: no plots drawn");
+        return Ok(ExitCode::SUCCESS);
+    }
+    render_chart(&compare_chart(&lock_runs), &args.plot)?;
+    println!("plot: {}", args.plot.display());
+    if let Some(path) = &args.herd {
+        plot_herd(&rows, path)?;
+        println!("herd plot: {}", path.display());
+    }
+    if let Some(path) = &args.recipes {
+        plot_recipes(&rows, path)?;
+        println!("recipes plot: {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Draws the load per release against contenders, per recipe, of the lock runs among `rows`
+/// into `path`; false (and nothing drawn) when no run has lock figures.
+pub fn plot_herd(rows: &[RunRow], path: &Path) -> anyhow::Result<bool> {
+    let figures = lock_figures_of(rows);
+    if !figures.is_empty() {
+        render_chart(&herd_chart(&figures), path)?;
+    }
+    Ok(!figures.is_empty())
+}
+
+/// Draws the acquire and hand-off latency quantiles per recipe of the lock runs among `rows`
+/// into `path`; false (and nothing drawn) when no run has lock figures.
+pub fn plot_recipes(rows: &[RunRow], path: &Path) -> anyhow::Result<bool> {
+    let figures = lock_figures_of(rows);
+    if !figures.is_empty() {
+        render_chart(&recipes_chart(&figures), path)?;
+    }
+    Ok(!figures.is_empty())
+}
+
+fn lock_figures_of(rows: &[RunRow]) -> Vec<LockFigures> {
+    rows.iter().filter_map(|r| r.lock.clone()).collect()
+}
+
+/// The lock runs with figures, labelled by their row number in the table.
+fn numbered_lock_runs(rows: &[RunRow]) -> Vec<(String, LockFigures)> {
+    rows.iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.lock.clone().map(|f| (format!("#{}", i + 1), f)))
+        .collect()
+}
+
+/// Reads every run named by `paths`: a results folder (with `results.json`), or a test's
+/// folder whose run folders are taken in timestamp order.
+pub fn load_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<RunRow>> {
+    let mut rows = Vec::new();
+    for path in paths {
+        if path.join("results.json").is_file() {
+            rows.push(load_run(path)?);
+            continue;
+        }
+        let runs = run_folders(path)?;
+        if runs.is_empty() {
+            bail!(
+                "{}: no results.json (neither a results folder nor a test's folder of runs)",
+                path.display()
+            );
+        }
+        for dir in runs {
+            rows.push(load_run(&dir)?);
+        }
+    }
+    Ok(rows)
+}
+
+/// The run folders (those with a `results.json`) directly inside `path`, sorted; `latest`
+/// links are skipped.
+fn run_folders(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let entries =
+        std::fs::read_dir(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut runs = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot read {}", path.display()))?;
+        if entry.file_type()?.is_symlink() {
+            continue;
+        }
+        let dir = entry.path();
+        if dir.join("results.json").is_file() {
+            runs.push(dir);
+        }
+    }
+    runs.sort();
+    Ok(runs)
+}
+
+/// Reads one run's `results.json` and, when present, its `test.yaml`.
+pub fn load_run(dir: &Path) -> anyhow::Result<RunRow> {
+    let results_path = dir.join("results.json");
+    let text = std::fs::read_to_string(&results_path)
+        .with_context(|| format!("{}: no results.json", dir.display()))?;
+    let results: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not JSON", results_path.display()))?;
+    let test_path = dir.join("test.yaml");
+    let test: Option<Value> = match std::fs::read_to_string(&test_path) {
+        Ok(text) => Some(
+            serde_yaml_ng::from_str(&text)
+                .with_context(|| format!("{}: not YAML", test_path.display()))?,
+        ),
+        Err(_) => None,
+    };
+    let name_of = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "-".into())
+    };
+    let test_name = test
+        .as_ref()
+        .and_then(|t| t["name"].as_str().map(String::from))
+        .unwrap_or_else(|| name_of(dir.parent()));
+    let workload = test.as_ref().map(|t| &t["workload"]);
+    let is_lock =
+        workload.is_some_and(|w| w["workload"] == "lock") || results.get("lock").is_some();
+    let recipe = is_lock.then(|| {
+        results["run"]["recipe"]
+            .as_str()
+            .map(String::from)
+            .or_else(|| {
+                workload
+                    .and_then(|w| w["lock"]["recipe"].as_str())
+                    .map(|r| format!("lock-{r}"))
+            })
+            .unwrap_or_else(|| "lock-sequential".into())
+    });
+    let contenders = workload
+        .filter(|_| is_lock)
+        .and_then(|w| w["generator"]["concurrency"].as_u64());
+    let lock = match (&recipe, contenders) {
+        (Some(recipe), Some(contenders)) => lock_figures(&results["run"], recipe, contenders),
+        _ => None,
+    };
+    Ok(RunRow {
+        dir: dir.to_path_buf(),
+        test: test_name,
+        stamp: name_of(Some(dir)),
+        nemesis: test
+            .as_ref()
+            .map_or("-".into(), |t| nemesis_kinds(&t["nemesis"])),
+        verdict: verdict(&results),
+        recipe,
+        contenders,
+        lock,
+        server_per_release: server_figures(&results["run"]["server"]),
+    })
+}
+
+/// The figures of a lock run's summary (`run` in `results.json`), if it has them.
+fn lock_figures(run: &Value, recipe: &str, contenders: u64) -> Option<LockFigures> {
+    let latency = |q: &Value| -> Option<LatencyFigures> {
+        Some(LatencyFigures {
+            count: q["count"].as_u64()?,
+            p50_ms: q["p50_ms"].as_f64()?,
+            p90_ms: q["p90_ms"].as_f64()?,
+            p99_ms: q["p99_ms"].as_f64()?,
+            max_ms: q["max_ms"].as_f64()?,
+        })
+    };
+    let herd = &run["herd"];
+    let load = |what: &str| -> Option<LoadFigures> {
+        Some(LoadFigures {
+            mean: herd[format!("{what}_mean")].as_f64()?,
+            max: herd[format!("{what}_max")].as_u64()?,
+        })
+    };
+    Some(LockFigures {
+        recipe: recipe.to_string(),
+        contenders,
+        acquire: latency(&run["latency"]["acquire"])?,
+        handoff: latency(&run["latency"]["handoff"])?,
+        notifications: load("notifications")?,
+        requests: load("requests")?,
+    })
+}
+
+/// Watch notifications and packets received per release, from the servers' `mntr` samples.
+fn server_figures(server: &Value) -> Option<(f64, f64)> {
+    Some((
+        server["notifications_per_release"].as_f64()?,
+        server["packets_per_release"].as_f64()?,
+    ))
+}
+
+/// The distinct fault kinds of a nemesis package, joined by `+`.
+fn nemesis_kinds(nemesis: &Value) -> String {
+    let mut kinds: Vec<&str> = Vec::new();
+    for kind in nemesis["faults"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["kind"].as_str())
+    {
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    if kinds.is_empty() {
+        "none".into()
+    } else {
+        kinds.join("+")
+    }
+}
+
+/// The overall verdict of `results.json`.
+fn verdict(results: &Value) -> String {
+    let word = match &results["valid"] {
+        Value::Bool(true) => "valid",
+        Value::Bool(false) => "INVALID",
+        _ => "unknown",
+    };
+    match results["aborted"].is_string() {
+        true if word == "unknown" => "unknown (aborted)".into(),
+        _ => word.into(),
+    }
+}
+
+/// The table of runs, one row each under a header, columns padded to line up.
+pub fn render_table(rows: &[RunRow]) -> String {
+    let header = [
+        "#",
+        "test",
+        "run",
+        "recipe",
+        "contenders",
+        "nemesis",
+        "verdict",
+        "acquire p50/p99 (ms)",
+        "hand-off p50/p99 (ms)",
+        "notifications/release mean/max",
+        "requests/release mean/max",
+        "server notifications/packets per release",
+    ];
+    let dash = || "-".to_string();
+    let mut cells: Vec<Vec<String>> = vec![header.map(String::from).to_vec()];
+    for (i, r) in rows.iter().enumerate() {
+        let lock = r.lock.as_ref();
+        let ms = |q: fn(&LockFigures) -> LatencyFigures| {
+            lock.map_or_else(dash, |f| format!("{:.1}/{:.1}", q(f).p50_ms, q(f).p99_ms))
+        };
+        let load = |l: fn(&LockFigures) -> LoadFigures| {
+            lock.map_or_else(dash, |f| format!("{:.2}/{}", l(f).mean, l(f).max))
+        };
+        cells.push(vec![
+            (i + 1).to_string(),
+            r.test.clone(),
+            r.stamp.clone(),
+            r.recipe.clone().unwrap_or_else(dash),
+            r.contenders.map_or_else(dash, |c| c.to_string()),
+            r.nemesis.clone(),
+            r.verdict.clone(),
+            ms(|f| f.acquire),
+            ms(|f| f.handoff),
+            load(|f| f.notifications),
+            load(|f| f.requests),
+            r.server_per_release
+                .map_or_else(dash, |(n, p)| format!("{n:.2}/{p:.2}")),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|row| row[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in &cells {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use plotters::style::RGBColor;
+
+    use super::*;
+    use crate::report::recipes::recipe_colour;
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare")
+    }
+
+    fn lock_rows() -> Vec<RunRow> {
+        let names = [
+            "lock-sequential-herd-partition",
+            "lock-sequential-partition",
+            "lock-protected-kill",
+        ];
+        load_runs(&names.map(|n| fixtures().join(n))).unwrap()
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_run_with_what_each_run_has() {
+        let mut paths = vec![fixtures().join("lock-sequential-herd-partition")];
+        paths.push(fixtures().join("register-none/2026-11-21T050000Z"));
+        paths.push(fixtures().join("lock-protected-kill"));
+        let rows = load_runs(&paths).unwrap();
+        let table = render_table(&rows);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 5, "{table}");
+        assert!(lines[0].starts_with("#  test"), "{table}");
+        let cells = |line: &str| -> Vec<String> {
+            line.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(
+            cells(lines[1]),
+            [
+                "1",
+                "lock-sequential-herd-partition",
+                "2026-11-21T060500Z",
+                "lock-sequential-herd",
+                "5",
+                "partition",
+                "valid",
+                "5.0/25.0",
+                "3.0/9.0",
+                "4.00/4",
+                "4.00/4",
+                "-"
+            ]
+        );
+        assert_eq!(cells(lines[2])[6], "INVALID");
+        assert_eq!(cells(lines[2])[11], "19.00/42.00");
+        assert_eq!(cells(lines[2])[4], "20");
+        let register = cells(lines[3]);
+        assert_eq!(register[1], "register-none");
+        assert_eq!(register[5..], ["none", "valid", "-", "-", "-", "-", "-"]);
+        assert_eq!(register[3..5], ["-", "-"]);
+        let aborted = cells(lines[4]);
+        assert_eq!(aborted[3], "lock-protected");
+        assert_eq!(
+            aborted[5..],
+            ["kill+pause", "unknown (aborted)", "-", "-", "-", "-", "-"]
+        );
+        // Columns line up: the verdict column starts at the same place on every line.
+        let at = lines[0].find("verdict").unwrap();
+        for line in &lines[1..] {
+            assert_eq!(&line[at - 2..at], "  ", "{table}");
+            assert_ne!(&line[at..at + 1], " ", "{table}");
+        }
+    }
+
+    #[test]
+    fn herd_and_recipe_data_come_from_the_runs() {
+        let rows = lock_rows();
+        assert_eq!(rows.len(), 5);
+        let figures = lock_figures_of(&rows);
+        assert_eq!(figures.len(), 4, "the aborted run has no figures");
+        let herd = herd_chart(&figures);
+        let points: Vec<&Vec<(f64, f64)>> = herd.series.iter().map(|s| &s.points).collect();
+        assert_eq!(
+            points,
+            [
+                &vec![(5.0, 1.0), (20.0, 1.0)],
+                &vec![(5.0, 1.0), (20.0, 1.0)],
+                &vec![(5.0, 4.0), (20.0, 19.0)],
+                &vec![(5.0, 4.0), (20.0, 19.0)],
+            ]
+        );
+        assert_eq!(herd.legend[2].label, "lock-sequential-herd notifications");
+        let recipes = recipes_chart(&figures);
+        assert_eq!(
+            recipes.series[0].points,
+            [(0.0, 30.0), (1.0, 60.0), (2.0, 90.0), (3.0, 120.0)],
+            "lock-sequential acquire at 20 contenders"
+        );
+        assert_eq!(recipes.series[3].points[3], (3.0, 50.0));
+        assert_eq!(recipes.legend[1].label, "lock-sequential hand-off (20 c.)");
+        let compare = compare_chart(&numbered_lock_runs(&rows));
+        let crate::report::recipes::XAxis::Categories(labels) = &compare.x else {
+            panic!("runs are categories");
+        };
+        assert_eq!(labels, &["#3", "#4", "#1", "#2"], "grouped by recipe");
+        assert_eq!(compare.series[0].points, [(0.0, 4.0)]);
+        assert_eq!(compare.series[1].points, [(0.0, 20.0)]);
+    }
+
+    fn pixels_of(path: &Path, colour: RGBColor) -> usize {
+        let decoder =
+            png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        buf[..info.buffer_size()]
+            .chunks(3)
+            .filter(|p| p == &[colour.0, colour.1, colour.2])
+            .count()
+    }
+
+    #[test]
+    fn plots_draw_a_line_per_recipe_present_and_none_for_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = lock_rows();
+        let (herd, recipes) = (dir.path().join("herd.png"), dir.path().join("recipes.png"));
+        assert!(plot_herd(&rows, &herd).unwrap());
+        assert!(plot_recipes(&rows, &recipes).unwrap());
+        for path in [&herd, &recipes] {
+            for recipe in ["lock-sequential", "lock-sequential-herd"] {
+                let n = pixels_of(path, recipe_colour(recipe));
+                assert!(n > 300, "{recipe} in {}: {n} pixels", path.display());
+            }
+            let absent = pixels_of(path, recipe_colour("lock-single-node"));
+            assert_eq!(absent, 0, "{}", path.display());
+        }
+        let register = load_runs(&[fixtures().join("register-none")]).unwrap();
+        let nothing = dir.path().join("nothing.png");
+        assert!(!plot_herd(&register, &nothing).unwrap());
+        assert!(!nothing.exists());
+    }
+
+    #[test]
+    fn bad_folders_get_a_one_line_error_naming_them() {
+        let missing = fixtures().join("no-results");
+        let err = format!(
+            "{:#}",
+            load_runs(std::slice::from_ref(&missing)).unwrap_err()
+        );
+        assert!(err.starts_with(&missing.display().to_string()), "{err}");
+        assert!(err.contains("no results.json"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+        let run = missing.join("2026-11-21T070000Z");
+        let err = format!("{:#}", load_runs(std::slice::from_ref(&run)).unwrap_err());
+        assert!(err.starts_with(&run.display().to_string()), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("results.json"), "{ not json").unwrap();
+        let err = format!("{:#}", load_runs(&[dir.path().to_path_buf()]).unwrap_err());
+        assert!(err.contains("results.json: not JSON"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+}
