@@ -26,7 +26,12 @@ fn keeperd_binary() -> String {
     binary.display().to_string()
 }
 
-fn register_under_kill_and_pause_is_valid(cluster: &TestCluster) {
+/// Runs `workload` against keeperd under kill -9 and pause; asserts a valid verdict and
+/// returns the results folder and the history.
+fn valid_run_under_kill_and_pause(
+    cluster: &TestCluster,
+    workload: &str,
+) -> (std::path::PathBuf, Vec<serde_json::Value>) {
     let binary = keeperd_binary();
     let out = cluster.stampede(&[
         "test",
@@ -34,6 +39,8 @@ fn register_under_kill_and_pause_is_valid(cluster: &TestCluster) {
         "keeperd",
         "--keeperd-binary",
         &binary,
+        "--workload",
+        workload,
         "--nemesis",
         "kill-pause",
         "--time-limit",
@@ -56,10 +63,15 @@ fn register_under_kill_and_pause_is_valid(cluster: &TestCluster) {
     );
     let dir = cluster.results_dir(&out);
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
-    let ops: Vec<serde_json::Value> = history
+    let ops = history
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    (dir, ops)
+}
+
+fn register_under_kill_and_pause_is_valid(cluster: &TestCluster) {
+    let (dir, ops) = valid_run_under_kill_and_pause(cluster, "register");
     for fault in ["start-kill", "start-pause"] {
         let hit = ops
             .iter()
@@ -87,36 +99,7 @@ fn register_under_kill_and_pause_is_valid(cluster: &TestCluster) {
 }
 
 fn lock_under_kill_and_pause_is_valid(cluster: &TestCluster) {
-    let binary = keeperd_binary();
-    let out = cluster.stampede(&[
-        "test",
-        "--db",
-        "keeperd",
-        "--keeperd-binary",
-        &binary,
-        "--workload",
-        "lock-sequential",
-        "--nemesis",
-        "kill-pause",
-        "--time-limit",
-        "24s",
-        "--set",
-        "generator.nemesis_interval=3s",
-        "--set",
-        "generator.nemesis_duration=4s",
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "a valid verdict: {}",
-        text(&out)
-    );
-    let dir = cluster.results_dir(&out);
-    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
-    let ops: Vec<serde_json::Value> = history
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (_, ops) = valid_run_under_kill_and_pause(cluster, "lock-sequential");
     assert!(
         ops.iter()
             .any(|op| op["f"] == "start-kill" && op["type"] == "info"),
