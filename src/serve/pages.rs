@@ -275,8 +275,9 @@ fn listing(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
 }
 
 /// The trend of the test `name`: each run's verdict, counts and p50/p99 latency per
-/// function, oldest first, with a chart of the latencies.
-pub fn trend(name: &str, runs: &[(Run, RunStats)]) -> String {
+/// function, oldest first, with a chart of the latencies, and for recipe runs (read from each
+/// run's results.json under `root`) their latencies and herd figures.
+pub fn trend(name: &str, runs: &[(Run, RunStats)], root: &Path) -> String {
     let mut body = String::new();
     let functions: Vec<String> = {
         let mut fs: Vec<String> = runs.iter().flat_map(|(_, s)| s.keys().cloned()).collect();
@@ -324,7 +325,65 @@ pub fn trend(name: &str, runs: &[(Run, RunStats)]) -> String {
         body.push_str("</tr>\n");
     }
     body.push_str("</table>\n");
+    body.push_str(&recipe_table(runs, root));
     page(&format!("trend of {name}"), &body)
+}
+
+/// The figures a recipe run (lock or election) keeps in results.json, as table cells:
+/// acquire and hand-off p50/p99 (ms), notifications and requests per release (clients),
+/// notifications per release (servers), election failover p50/p99 (ms).
+fn recipe_cells(results: &Value) -> Option<[String; 9]> {
+    let run = &results["run"];
+    let failover = &results["election"]["failover"];
+    if run["herd"].is_null() && failover.is_null() {
+        return None;
+    }
+    let num = |v: &Value| v.as_f64().map_or("–".to_string(), |v| format!("{v:.1}"));
+    Some([
+        num(&run["latency"]["acquire"]["p50_ms"]),
+        num(&run["latency"]["acquire"]["p99_ms"]),
+        num(&run["latency"]["handoff"]["p50_ms"]),
+        num(&run["latency"]["handoff"]["p99_ms"]),
+        num(&run["herd"]["notifications_mean"]),
+        num(&run["herd"]["requests_mean"]),
+        num(&run["server"]["notifications_per_release"]),
+        num(&failover["p50_ms"]),
+        num(&failover["p99_ms"]),
+    ])
+}
+
+/// A table of recipe figures across the runs that have them (empty when none has).
+fn recipe_table(runs: &[(Run, RunStats)], root: &Path) -> String {
+    let rows: Vec<(&Run, [String; 9])> = runs
+        .iter()
+        .filter_map(|(run, _)| {
+            let text = std::fs::read_to_string(root.join(&run.rel).join("results.json")).ok()?;
+            Some((run, recipe_cells(&serde_json::from_str(&text).ok()?)?))
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<h2>recipe figures</h2>\n<table id=\"recipes\">\n<tr><th>started</th><th>acquire p50 ms</th><th>acquire p99 ms</th>\
+         <th>hand-off p50 ms</th><th>hand-off p99 ms</th><th>notifications / release (clients)</th>\
+         <th>requests / release (clients)</th><th>notifications / release (servers)</th>\
+         <th>failover p50 ms</th><th>failover p99 ms</th></tr>\n",
+    );
+    for (run, cells) in rows {
+        let _ = write!(
+            out,
+            "<tr><td><a href=\"/run/{}\">{}</a></td>",
+            encode_path(&run.rel),
+            escape(&run.stamp)
+        );
+        for cell in cells {
+            let _ = write!(out, "<td>{cell}</td>");
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+    out
 }
 
 /// An inline SVG with one line per function and quantile (p50 solid, p99 dashed) over the
@@ -386,4 +445,31 @@ fn chart(runs: &[(Run, RunStats)], functions: &[String]) -> String {
         );
     }
     svg + "</svg>\n"
+}
+
+#[cfg(test)]
+mod recipe_tests {
+    use super::*;
+
+    #[test]
+    fn recipe_runs_show_latency_and_herd_figures() {
+        let lock: Value = serde_json::json!({
+            "valid": true,
+            "run": {
+                "latency": {"acquire": {"p50_ms": 12.34, "p99_ms": 56.0}, "handoff": {"p50_ms": 3.0, "p99_ms": 9.5}},
+                "herd": {"notifications_mean": 36.8, "requests_mean": 36.9},
+                "server": {"notifications_per_release": 37.2}
+            }
+        });
+        let cells = recipe_cells(&lock).expect("a lock run has recipe figures");
+        assert_eq!(cells[0], "12.3");
+        assert_eq!(cells[4], "36.8");
+        assert_eq!(cells[6], "37.2");
+        assert_eq!(cells[7], "–", "no failover in a lock run");
+        let election: Value = serde_json::json!({"election": {"failover": {"p50_ms": 4.0, "p99_ms": 40.0}}, "run": {}});
+        let cells = recipe_cells(&election).expect("an election run has recipe figures");
+        assert_eq!((cells[7].as_str(), cells[8].as_str()), ("4.0", "40.0"));
+        let register: Value = serde_json::json!({"valid": true, "linearizable": {}});
+        assert!(recipe_cells(&register).is_none());
+    }
 }
