@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::history::{Op, OpType, Process};
+use crate::history::{Op, OpType, Process, Quantiles};
 use crate::report::{nemesis_intervals, NemesisInterval};
 
 /// The function name of a term in office.
@@ -50,42 +50,6 @@ pub struct DualLeadership {
     pub open_ended: bool,
     /// The kinds of faults active at some point during the overlap.
     pub nemesis: Vec<String>,
-}
-
-/// Quantiles of a set of durations, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Quantiles {
-    /// How many durations.
-    pub count: u64,
-    /// Median.
-    pub p50_ms: f64,
-    /// 90th percentile.
-    pub p90_ms: f64,
-    /// 99th percentile.
-    pub p99_ms: f64,
-    /// The longest.
-    pub max_ms: f64,
-}
-
-impl Quantiles {
-    /// Nearest-rank quantiles of `ns` (nanoseconds); all zero when empty.
-    fn of(mut ns: Vec<u64>) -> Quantiles {
-        if ns.is_empty() {
-            return Quantiles::default();
-        }
-        ns.sort_unstable();
-        let at = |q: f64| {
-            let rank = (q * ns.len() as f64).ceil() as usize;
-            ns[rank.clamp(1, ns.len()) - 1] as f64 / 1e6
-        };
-        Quantiles {
-            count: ns.len() as u64,
-            p50_ms: at(0.5),
-            p90_ms: at(0.9),
-            p99_ms: at(0.99),
-            max_ms: at(1.0),
-        }
-    }
 }
 
 /// The verdict on the terms of an election history.

@@ -77,6 +77,8 @@ pub struct Op {
     pub version: Option<i32>,
 }
 
+mod quantiles;
 mod recorder;
 
+pub use quantiles::Quantiles;
 pub use recorder::{Meta, Recorder};
