@@ -11,4 +11,4 @@ mod session;
 pub mod test_server;
 
 pub use outcome::{classify, OpError};
-pub use session::{ensemble_string, ClientOptions, Connect, NodeEndpoint, ProcessIds, Session};
+pub use session::{setup_session, ClientOptions, Connect, NodeEndpoint, ProcessIds, Session};

@@ -115,6 +115,24 @@ impl Session {
     }
 }
 
+/// A session to the whole ensemble for setting a test up (creating its znodes), waiting at
+/// most twice the session timeout for it.
+pub async fn setup_session(
+    endpoints: &[NodeEndpoint],
+    session_timeout: std::time::Duration,
+) -> anyhow::Result<zookeeper_client::Client> {
+    use anyhow::Context;
+    let connect = ensemble_string(endpoints);
+    let wait = 2 * session_timeout;
+    let connecting = zookeeper_client::Client::connector()
+        .with_session_timeout(session_timeout)
+        .connect(&connect);
+    tokio::time::timeout(wait, connecting)
+        .await
+        .map_err(|_| anyhow::anyhow!("no ZooKeeper session to {connect} within {wait:?}"))?
+        .with_context(|| format!("connecting to {connect} for setup"))
+}
+
 /// The connect string of the whole ensemble, `host1:port1,host2:port2,...`.
 pub fn ensemble_string(endpoints: &[NodeEndpoint]) -> String {
     endpoints

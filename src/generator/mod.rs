@@ -5,8 +5,8 @@
 //! [`run`] is the entry point of `stampede test`. Whatever happens (time limit, Ctrl-C, an
 //! error, the future being dropped) no fault is left active.
 
-pub(crate) mod faults;
-pub(crate) mod stop;
+mod faults;
+mod stop;
 mod worker;
 #[cfg(test)]
 mod zk_tests;
@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::client::{ensemble_string, NodeEndpoint};
+use crate::client::{setup_session, NodeEndpoint};
 use crate::config::Duration;
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
@@ -226,6 +226,52 @@ async fn main_phase(
     tokio::join!(workers, schedule)
 }
 
+/// Runs `work` (handed the cancel signal) while the nemesis schedule of `cfg` starts and stops
+/// `nemeses` in turn; ends the schedule when `work` is done, heals every fault, and returns
+/// `work`'s result with the heals that failed. For workloads with drivers of their own (locks,
+/// elections).
+pub async fn with_faults<T, F>(
+    cfg: &GeneratorConfig,
+    nemeses: Vec<Arc<dyn Nemesis>>,
+    recorder: Arc<Recorder>,
+    cancel: watch::Receiver<bool>,
+    work: impl FnOnce(watch::Receiver<bool>) -> F,
+) -> anyhow::Result<(T, Vec<String>)>
+where
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let guard = HealGuard::new(nemeses.clone(), recorder.clone());
+    let (abort_tx, abort_rx) = watch::channel(false);
+    let stop = Stop::new(cancel.clone(), abort_rx);
+    let working = async {
+        let result = work(cancel).await;
+        // The work is done: end the nemesis schedule too.
+        let _ = abort_tx.send(true);
+        result
+    };
+    let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
+    let schedule = faults::schedule(&nemeses, &recorder, interval, duration, stop);
+    let (result, schedule) = tokio::join!(working, schedule);
+    let heal_failures = guard.heal().await;
+    let value = result?;
+    schedule.context("recording a nemesis operation")?;
+    Ok((value, heal_failures))
+}
+
+/// Completes when a driver's run should end: `stop` raised or `deadline` passed.
+pub async fn ended(stop: &mut watch::Receiver<bool>, deadline: Instant) {
+    let raised = async {
+        if stop.wait_for(|s| *s).await.is_err() {
+            // The sender is gone without stopping: only the deadline ends the run.
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        _ = raised => {}
+        _ = tokio::time::sleep_until(deadline) => {}
+    }
+}
+
 /// Creates the workload's znodes through a session to the whole ensemble.
 async fn setup(
     workload: &dyn Workload,
@@ -233,21 +279,7 @@ async fn setup(
     session_timeout: std::time::Duration,
     max_ops: u64,
 ) -> anyhow::Result<()> {
-    let connect = ensemble_string(endpoints);
-    let client = tokio::time::timeout(
-        2 * session_timeout,
-        zookeeper_client::Client::connector()
-            .with_session_timeout(session_timeout)
-            .connect(&connect),
-    )
-    .await
-    .map_err(|_| {
-        anyhow::anyhow!(
-            "no ZooKeeper session to {connect} within {:?}",
-            2 * session_timeout
-        )
-    })?
-    .with_context(|| format!("connecting to {connect} for setup"))?;
+    let client = setup_session(endpoints, session_timeout).await?;
     workload
         .setup(&client, max_ops)
         .await

@@ -26,9 +26,8 @@ use super::holder::Holder;
 use super::recipe::{Recipe, Requests};
 use super::resource::Resource;
 use super::{lock_latencies, HerdStats, LockConfig, LockLatencies, ResourceStats};
-use crate::client::{classify, ensemble_string, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::faults::{self, HealGuard};
-use crate::generator::stop::Stop;
+use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
+use crate::generator::{self, ended};
 use crate::history::{Meta, OpType, Process, Recorder};
 use crate::nemesis::Nemesis;
 use crate::workload::WorkloadFile;
@@ -199,21 +198,12 @@ pub async fn run(
         run_id: run_id.to_string(),
         endpoints,
     };
-    let guard = HealGuard::new(nemeses.clone(), recorder.clone());
-    let (abort_tx, abort_rx) = watch::channel(false);
-    let stop = Stop::new(cancel.clone(), abort_rx);
-    let contenders = async {
-        let summary = run_contenders(&run, recorder.clone(), cancel).await;
-        // The contenders are done: end the nemesis schedule too.
-        let _ = abort_tx.send(true);
-        summary
-    };
-    let (interval, duration) = (gen.nemesis_interval.0, gen.nemesis_duration.0);
-    let schedule = faults::schedule(&nemeses, &recorder, interval, duration, stop);
-    let (summary, schedule) = tokio::join!(contenders, schedule);
-    let heal_failures = guard.heal().await;
-    let mut summary = summary?;
-    schedule.context("recording a nemesis operation")?;
+    let driving = recorder.clone();
+    let (mut summary, heal_failures) =
+        generator::with_faults(gen, nemeses, recorder, cancel, |cancel| {
+            run_contenders(&run, driving, cancel)
+        })
+        .await?;
     summary.heal_failures = heal_failures;
     Ok(summary)
 }
@@ -224,35 +214,11 @@ async fn setup(
     endpoints: &[NodeEndpoint],
     options: &ClientOptions,
 ) -> anyhow::Result<()> {
-    let connect = ensemble_string(endpoints);
-    let wait = 2 * options.session_timeout;
-    let client = tokio::time::timeout(
-        wait,
-        zookeeper_client::Client::connector()
-            .with_session_timeout(options.session_timeout)
-            .connect(&connect),
-    )
-    .await
-    .map_err(|_| anyhow::anyhow!("no ZooKeeper session to {connect} within {wait:?}"))?
-    .with_context(|| format!("connecting to {connect} for setup"))?;
+    let client = setup_session(endpoints, options.session_timeout).await?;
     recipe
         .setup(&client)
         .await
         .with_context(|| format!("creating {}", recipe.dir()))
-}
-
-/// Completes when the run should end: `stop` raised or `deadline` passed.
-async fn ended(stop: &mut watch::Receiver<bool>, deadline: Instant) {
-    let raised = async {
-        if stop.wait_for(|s| *s).await.is_err() {
-            // The sender is gone without stopping: only the deadline ends the run.
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        _ = raised => {}
-        _ = tokio::time::sleep_until(deadline) => {}
-    }
 }
 
 /// Whether `stop` was raised.
