@@ -315,13 +315,9 @@ fn sweep(args: &TestArgs) -> anyhow::Result<ExitCode> {
 fn sweep_workloads(workload: &str) -> anyhow::Result<Vec<String>> {
     if workload == "lock" {
         use crate::workload::lock::RecipeKind;
-        let all = [
-            RecipeKind::SingleNode,
-            RecipeKind::Sequential,
-            RecipeKind::SequentialHerd,
-            RecipeKind::Protected,
-        ];
-        return Ok(all.map(|r| r.workload_name().to_string()).to_vec());
+        return Ok(RecipeKind::ALL
+            .map(|r| r.workload_name().to_string())
+            .to_vec());
     }
     let path = config::resolve("workloads", workload)?;
     let file: WorkloadFile = config::load(&path)?;
@@ -535,7 +531,7 @@ mod tests {
     #[test]
     fn a_sweep_runs_lock_workloads_only() {
         let all = sweep_workloads("lock").unwrap();
-        assert_eq!(all.len(), 4);
+        assert_eq!(all.len(), 5);
         assert!(all.contains(&"lock-sequential-herd".to_string()));
         assert_eq!(
             sweep_workloads("lock-protected").unwrap(),

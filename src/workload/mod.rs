@@ -8,9 +8,11 @@
 
 pub mod election;
 mod file;
+mod herd;
 mod keys;
 pub mod lock;
 mod register;
+mod requests;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -21,7 +23,9 @@ use zookeeper_client::Client;
 use crate::client::{ClientOptions, OpError};
 
 pub use file::{WorkloadFile, WorkloadKind};
+pub use herd::{HerdMeter, HerdStats};
 pub use register::{Register, RegisterConfig};
+pub use requests::Requests;
 
 /// A boxed future, as returned by the object-safe [`Workload`] trait.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

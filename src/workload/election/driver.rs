@@ -10,7 +10,6 @@
 //! a resignation that did not go through.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,14 +21,14 @@ use tokio::time::Instant;
 use zookeeper_client::{SessionState, StateWatcher};
 
 use super::office::Office;
-use super::recipe::{Recipe, Requests};
+use super::recipe::Recipe;
 use super::ElectionConfig;
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
 use crate::generator::{self, ended};
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
 use crate::workload::lock::OnDisconnect;
-use crate::workload::WorkloadFile;
+use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
 
 /// Pause before trying again to open a session that could not be opened.
 const RECONNECT_DELAY: Duration = Duration::from_millis(250);
@@ -70,8 +69,9 @@ pub struct ElectionRunSummary {
     pub resign_failed: u64,
     /// Terms per candidate slot, in slot order.
     pub terms_per_candidate: Vec<u64>,
-    /// Watch notifications delivered to candidates.
-    pub notifications: u64,
+    /// Watch notifications and reaction requests per leadership change (client side): a
+    /// change begins when a leader leaves office.
+    pub herd: HerdStats,
     /// The most leaders the controller's record had in office at once.
     pub max_in_office: u64,
     /// The caller stopped the run before the time limit.
@@ -96,7 +96,7 @@ struct Shared {
     options: ClientOptions,
     endpoints: Vec<NodeEndpoint>,
     office: Office,
-    notifications: AtomicU64,
+    meter: HerdMeter,
     ids: ProcessIds,
 }
 
@@ -131,7 +131,7 @@ pub async fn run_candidates(
         options,
         endpoints: run.endpoints.clone(),
         office: Office::new(recorder),
-        notifications: AtomicU64::new(0),
+        meter: HerdMeter::default(),
         ids: ProcessIds::default(),
     });
     let deadline = Instant::now() + run.time_limit;
@@ -155,7 +155,7 @@ pub async fn run_candidates(
         campaign_failed: sum(|t| t.campaign_failed),
         resign_failed: sum(|t| t.resign_failed),
         terms_per_candidate: per_slot.iter().map(|t| t.terms).collect(),
-        notifications: shared.notifications.load(Ordering::Relaxed),
+        herd: shared.meter.stats(),
         max_in_office: shared.office.max_in_office(),
         cancelled: *stop.borrow(),
         heal_failures: Vec::new(),
@@ -260,7 +260,7 @@ async fn round(
     tally: &mut Tally,
 ) -> io::Result<Round> {
     let identity = session.process.to_string();
-    let mut req = Requests::new(shared.options.op_timeout, &shared.notifications);
+    let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
     let campaign = tokio::select! {
         biased;
         _ = ended(stop, deadline) => return Ok(Round::End),
@@ -289,6 +289,7 @@ async fn round(
     };
     // Leave office before giving up the nodes, so the term never outlasts the leadership.
     office.leave(session.process, lost.clone())?;
+    shared.meter.released();
     if lost.is_some() {
         tally.lost_in_office += 1;
         return Ok(Round::Retire);

@@ -6,8 +6,9 @@
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use super::recipe::{Requests, Won};
+use super::recipe::Won;
 use crate::client::OpError;
+use crate::workload::Requests;
 
 const PREFIX: &str = "c-";
 

@@ -5,8 +5,9 @@
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use super::recipe::{Requests, Won};
+use super::recipe::Won;
 use crate::client::OpError;
+use crate::workload::Requests;
 
 /// The leader node under the election's directory.
 fn leader_node(dir: &str) -> String {

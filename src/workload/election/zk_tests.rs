@@ -55,17 +55,18 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
         let endpoint = server.endpoint();
         tokio::spawn(async move { run(recipe, 5, 8, endpoint).await })
     });
+    let mut per_change = std::collections::HashMap::new();
     for joined in runs {
         let (summary, ops) = joined.await.unwrap();
         let name = summary.recipe;
         let verdict = check_election(&ops).unwrap();
         eprintln!(
-            "{name}: {} terms, leaderless {} ms (longest {} ms), failover {:?}, {} notifications",
+            "{name}: {} terms, leaderless {} ms (longest {} ms), failover {:?}, herd {:?}",
             verdict.terms,
             verdict.leaderless_ns / 1_000_000,
             verdict.longest_leaderless_ns / 1_000_000,
             verdict.failover,
-            summary.notifications
+            summary.herd
         );
         assert!(verdict.valid, "{name}: {:?}", verdict.overlaps);
         assert_eq!(summary.max_in_office, 1, "{name}: {summary:?}");
@@ -88,8 +89,15 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
         );
         assert_eq!(verdict.failover.count + 1, verdict.terms, "{name}");
         assert!(verdict.failover.p50_ms < 60.0, "{name}: {verdict:?}");
-        assert!(summary.notifications > 0, "{name}: {summary:?}");
+        assert!(
+            summary.herd.releases + 1 >= verdict.terms,
+            "{name}: {summary:?}"
+        );
+        per_change.insert(name, summary.herd.notifications_mean.unwrap());
     }
+    // The fair recipe wakes only the next in line; the unfair one wakes every follower.
+    let (fair, unfair) = (per_change["election-fair"], per_change["election-unfair"]);
+    assert!(fair > 0.0 && unfair >= 2.0 * fair, "{per_change:?}");
 }
 
 /// Kills the ZooKeeper server (SIGKILL) and starts it again on stop.

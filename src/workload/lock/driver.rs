@@ -21,16 +21,15 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::herd::HerdMeter;
 use super::holder::Holder;
-use super::recipe::{Recipe, Requests};
+use super::recipe::Recipe;
 use super::resource::Resource;
-use super::{lock_latencies, HerdStats, LockConfig, LockLatencies, ResourceStats};
+use super::{lock_latencies, LockConfig, LockLatencies, RecipeKind, ResourceStats};
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
 use crate::generator::{self, ended};
 use crate::history::{Meta, OpType, Process, Recorder};
 use crate::nemesis::Nemesis;
-use crate::workload::WorkloadFile;
+use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
 
 /// Pause before trying again to open a session that could not be opened.
 const RECONNECT_DELAY: Duration = Duration::from_millis(250);
@@ -142,7 +141,10 @@ pub async fn run_contenders(
         endpoints: run.endpoints.clone(),
         resource: Resource::new(recorder.clone(), run.cfg.fencing),
         recorder,
-        meter: HerdMeter::default(),
+        meter: match run.cfg.recipe {
+            RecipeKind::Crate => HerdMeter::uncounted(),
+            _ => HerdMeter::default(),
+        },
         ids: ProcessIds::default(),
     });
     let deadline = Instant::now() + run.time_limit;

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use zookeeper_client::{SessionState, StateWatcher};
 
-use super::herd::HerdMeter;
-use super::recipe::{Held, Recipe, Requests};
+use super::recipe::{Held, Recipe};
 use super::resource::Resource;
 use super::{LockConfig, OnDisconnect};
 use crate::client::Session;
+use crate::workload::{HerdMeter, Requests};
 
 /// What a holder needs to work under the lock.
 pub struct Holder<'a> {

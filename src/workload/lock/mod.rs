@@ -7,10 +7,10 @@
 //! (`resource`) is kept by the controller, and the herd meter (`herd`) counts the watch
 //! notifications and reactions each release causes.
 
+mod client_crate;
 #[cfg(test)]
 mod cut_proxy;
 pub mod driver;
-mod herd;
 mod holder;
 mod latency;
 mod recipe;
@@ -26,7 +26,6 @@ use crate::client::{ClientOptions, Connect};
 use crate::config::Duration;
 
 pub use driver::{run, LockRunSummary};
-pub use herd::HerdStats;
 pub use latency::{lock_latencies, LockLatencies};
 pub use resource::ResourceStats;
 
@@ -43,16 +42,18 @@ pub enum RecipeKind {
     /// `sequential` with GUID-tagged child names, found again after a lost create answer
     /// (Curator's protection).
     Protected,
+    /// The zookeeper-client crate's own lock (Curator's node names), as a reference.
+    Crate,
 }
 
 impl RecipeKind {
     /// Every lock recipe.
-    #[cfg(test)]
-    pub const ALL: [RecipeKind; 4] = [
+    pub const ALL: [RecipeKind; 5] = [
         RecipeKind::SingleNode,
         RecipeKind::Sequential,
         RecipeKind::SequentialHerd,
         RecipeKind::Protected,
+        RecipeKind::Crate,
     ];
 
     /// The workload name, e.g. `lock-sequential`.
@@ -62,6 +63,7 @@ impl RecipeKind {
             RecipeKind::Sequential => "lock-sequential",
             RecipeKind::SequentialHerd => "lock-sequential-herd",
             RecipeKind::Protected => "lock-protected",
+            RecipeKind::Crate => "lock-crate",
         }
     }
 }

@@ -1,15 +1,12 @@
 //! The lock recipes behind one interface: take the lock, check it is still ours (re-entry),
-//! give it back; and the request helper that applies the deadline and feeds the herd count.
+//! give it back.
 
-use std::future::Future;
-use std::time::Duration;
+use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use zookeeper_client::{Acls, Client, CreateMode, Error, EventType, OneshotWatcher, SessionState};
-
-use super::herd::HerdMeter;
 use super::sequential::{self, Variant};
-use super::{single_node, RecipeKind};
+use super::{client_crate, single_node, RecipeKind};
 use crate::client::OpError;
+use crate::workload::Requests;
 
 /// A lock a contender holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,55 +15,6 @@ pub struct Held {
     pub token: i64,
     /// The znode to delete on release.
     pub node: String,
-}
-
-/// Sends one contender's requests within the request deadline and tells the herd meter about
-/// the notifications it waits for and the requests it sends in reaction to them.
-pub struct Requests<'a> {
-    timeout: Duration,
-    meter: &'a HerdMeter,
-    reacting: bool,
-}
-
-impl<'a> Requests<'a> {
-    /// Requests with deadline `timeout`, counted by `meter`.
-    pub fn new(timeout: Duration, meter: &'a HerdMeter) -> Requests<'a> {
-        Requests {
-            timeout,
-            meter,
-            reacting: false,
-        }
-    }
-
-    /// Awaits one request; no answer within the deadline is [`OpError::Deadline`].
-    pub async fn send<T>(
-        &mut self,
-        request: impl Future<Output = Result<T, Error>>,
-    ) -> Result<T, OpError> {
-        if self.reacting {
-            self.meter.reacted();
-        }
-        match tokio::time::timeout(self.timeout, request).await {
-            Ok(answer) => answer.map_err(OpError::Zk),
-            Err(_) => Err(OpError::Deadline(self.timeout)),
-        }
-    }
-
-    /// Waits for `watcher` to fire; a session event (expiry, closing) is the matching error.
-    pub async fn wait(&mut self, watcher: OneshotWatcher) -> Result<(), OpError> {
-        self.reacting = false;
-        let event = watcher.changed().await;
-        if event.event_type == EventType::Session {
-            return Err(OpError::Zk(match event.session_state {
-                SessionState::Expired => Error::SessionExpired,
-                SessionState::AuthFailed => Error::AuthFailed,
-                _ => Error::ClientClosed,
-            }));
-        }
-        self.meter.notified();
-        self.reacting = true;
-        Ok(())
-    }
 }
 
 /// One lock recipe over the znodes of one test run.
@@ -120,6 +68,7 @@ impl Recipe {
                 };
                 sequential::acquire(&self.dir, client, identity, variant, req).await
             }
+            RecipeKind::Crate => client_crate::acquire(&self.dir, client, identity, req).await,
         }
     }
 
@@ -136,7 +85,10 @@ impl Recipe {
             RecipeKind::SingleNode => {
                 single_node::reenter(&self.dir, client, identity, held, req).await
             }
-            RecipeKind::Sequential | RecipeKind::SequentialHerd | RecipeKind::Protected => {
+            RecipeKind::Sequential
+            | RecipeKind::SequentialHerd
+            | RecipeKind::Protected
+            | RecipeKind::Crate => {
                 let (data, _) = req.send(client.get_data(&held.node)).await?;
                 Ok(data == identity.as_bytes())
             }

@@ -8,8 +8,9 @@
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use super::recipe::{Held, Requests};
+use super::recipe::Held;
 use crate::client::OpError;
+use crate::workload::Requests;
 
 const PREFIX: &str = "lock-";
 

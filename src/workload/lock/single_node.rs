@@ -5,8 +5,9 @@
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use super::recipe::{Held, Requests};
+use super::recipe::Held;
 use crate::client::OpError;
+use crate::workload::Requests;
 
 fn lock_node(dir: &str) -> String {
     format!("{dir}/holder")

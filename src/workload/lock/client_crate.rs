@@ -1,0 +1,39 @@
+//! `lock-crate`: the zookeeper-client crate's own lock (`Client::lock` with Curator's node
+//! names), as a reference to measure the hand-written recipes against. It waits on its
+//! predecessor inside the library, so the client-side herd meter cannot see its
+//! notifications; the servers' `mntr` figures still count them.
+
+use zookeeper_client::{Acls, Client, Error, LockPrefix};
+
+use super::recipe::Held;
+use crate::client::OpError;
+use crate::workload::Requests;
+
+/// The lock name in each contender's node, `_c_<uuid>-lock-<n>`.
+const NAME: &str = "lock-";
+
+/// Takes the lock through the crate; `identity` is stored in the lock node.
+pub async fn acquire(
+    dir: &str,
+    client: &Client,
+    identity: &str,
+    req: &mut Requests<'_>,
+) -> Result<Held, OpError> {
+    let prefix = LockPrefix::new_curator(dir, NAME).map_err(OpError::Zk)?;
+    let lock = client
+        .lock(prefix, identity.as_bytes(), Acls::anyone_all())
+        .await
+        .map_err(OpError::Zk)?;
+    let node = lock.lock_path().to_string();
+    // The release is recorded by the driver and done through `Recipe::release`; dropping the
+    // guard would delete the node again in the background, unrecorded.
+    std::mem::forget(lock);
+    match req.send(client.check_stat(&node)).await? {
+        Some(stat) => Ok(Held {
+            token: stat.czxid,
+            node,
+        }),
+        // Gone already: only an expired session deletes it.
+        None => Err(OpError::Zk(Error::SessionExpired)),
+    }
+}
