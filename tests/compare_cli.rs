@@ -25,6 +25,7 @@ fn compare_prints_a_row_per_run_and_writes_the_plots() {
         "compare",
         &fixture("lock-sequential-partition"),
         &fixture("register-none"),
+        &fixture("election-fair-kill"),
         "--plot",
         &plot,
         "--herd",
@@ -38,9 +39,13 @@ fn compare_prints_a_row_per_run_and_writes_the_plots() {
         .lines()
         .filter(|l| l.contains("2026-11-21T"))
         .collect();
-    assert_eq!(rows.len(), 3, "{stdout}");
+    assert_eq!(rows.len(), 4, "{stdout}");
     assert!(rows[0].contains("lock-sequential") && rows[0].contains("4.0/20.0"));
     assert!(rows[2].starts_with("3  register-none"), "{stdout}");
+    assert!(
+        rows[3].contains("election-fair") && rows[3].contains("6.0/300.0"),
+        "failover of the election run: {stdout}"
+    );
     for path in [&plot, &herd, &recipes] {
         let bytes = std::fs::read(path).unwrap();
         assert_eq!(&bytes[1..4], b"PNG", "{path}");

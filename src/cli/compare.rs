@@ -1,6 +1,6 @@
-//! `stampede compare`: one table row per test run (verdict, lock latencies, herd load) and
-//! plots comparing the runs: `compare.png` (acquire latency per run) and, on request,
-//! `herd.png` and `recipes.png`.
+//! `stampede compare`: one table row per test run (verdict, lock and election latencies, herd
+//! load) and plots comparing the runs: `compare.png` (acquire or failover latency per run)
+//! and, on request, `herd.png` and `recipes.png`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use serde_json::Value;
 
+use crate::history::Quantiles;
 use crate::report::recipes::{
-    compare_chart, herd_chart, recipes_chart, render_chart, LatencyFigures, LoadFigures,
-    LockFigures,
+    compare_chart, herd_chart, recipes_chart, render_chart, LatencyKind, LoadFigures, RecipeFigures,
 };
 
 /// Arguments of `stampede compare`.
@@ -19,13 +19,13 @@ pub struct CompareArgs {
     /// Results folders of runs, or a test's folder (`results/<test>`) meaning all its runs.
     #[arg(required = true, value_name = "RUN")]
     runs: Vec<PathBuf>,
-    /// Where to draw the acquire latency of each lock run.
+    /// Where to draw the acquire (lock) or failover (election) latency of each run.
     #[arg(long, default_value = "compare.png", value_name = "FILE.png")]
     plot: PathBuf,
     /// Also draw the load per release against the number of contenders, per recipe.
     #[arg(long, value_name = "FILE.png")]
     herd: Option<PathBuf>,
-    /// Also draw the acquire and hand-off latency quantiles per recipe.
+    /// Also draw the acquire, hand-off and failover latency quantiles per recipe.
     #[arg(long, value_name = "FILE.png")]
     recipes: Option<PathBuf>,
 }
@@ -43,14 +43,15 @@ pub struct RunRow {
     pub nemesis: String,
     /// `valid`, `INVALID`, `unknown` or `unknown (aborted)`.
     pub verdict: String,
-    /// The lock recipe, for a lock run.
+    /// The recipe, for a lock or election run.
     pub recipe: Option<String>,
-    /// Contenders at once, for a lock run.
+    /// Contenders (candidates) at once, for a lock or election run.
     pub contenders: Option<u64>,
-    /// What the lock run measured (none when it stopped before a summary).
-    pub lock: Option<LockFigures>,
-    /// The servers' own `mntr` figures per release, watch notifications and packets received
-    /// (summed over the servers), when the run sampled them.
+    /// What the lock or election run measured (none when it stopped before a summary).
+    pub figures: Option<RecipeFigures>,
+    /// The servers' own `mntr` figures per release (or leadership change), watch
+    /// notifications and packets received (summed over the servers), when the run sampled
+    /// them.
     pub server_per_release: Option<(f64, f64)>,
 }
 
@@ -58,12 +59,12 @@ pub struct RunRow {
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let rows = load_runs(&args.runs)?;
     print!("{}", render_table(&rows));
-    let lock_runs = numbered_lock_runs(&rows);
-    if lock_runs.is_empty() {
-        eprintln!("no lock run with latency figures: no plots drawn");
+    let recipe_runs = numbered_recipe_runs(&rows);
+    if recipe_runs.is_empty() {
+        eprintln!("no lock or election run with latency figures: no plots drawn");
         return Ok(ExitCode::SUCCESS);
     }
-    render_chart(&compare_chart(&lock_runs), &args.plot)?;
+    render_chart(&compare_chart(&recipe_runs), &args.plot)?;
     println!("plot: {}", args.plot.display());
     if let Some(path) = &args.herd {
         plot_herd(&rows, path)?;
@@ -76,35 +77,35 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Draws the load per release against contenders, per recipe, of the lock runs among `rows`
-/// into `path`; false (and nothing drawn) when no run has lock figures.
+/// Draws the load per release against contenders, per recipe, of the lock and election runs
+/// among `rows` into `path`; false (and nothing drawn) when no run has figures.
 pub fn plot_herd(rows: &[RunRow], path: &Path) -> anyhow::Result<bool> {
-    let figures = lock_figures_of(rows);
+    let figures = figures_of(rows);
     if !figures.is_empty() {
         render_chart(&herd_chart(&figures), path)?;
     }
     Ok(!figures.is_empty())
 }
 
-/// Draws the acquire and hand-off latency quantiles per recipe of the lock runs among `rows`
-/// into `path`; false (and nothing drawn) when no run has lock figures.
+/// Draws the latency quantiles per recipe of the lock and election runs among `rows` into
+/// `path`; false (and nothing drawn) when no run has figures.
 pub fn plot_recipes(rows: &[RunRow], path: &Path) -> anyhow::Result<bool> {
-    let figures = lock_figures_of(rows);
+    let figures = figures_of(rows);
     if !figures.is_empty() {
         render_chart(&recipes_chart(&figures), path)?;
     }
     Ok(!figures.is_empty())
 }
 
-fn lock_figures_of(rows: &[RunRow]) -> Vec<LockFigures> {
-    rows.iter().filter_map(|r| r.lock.clone()).collect()
+fn figures_of(rows: &[RunRow]) -> Vec<RecipeFigures> {
+    rows.iter().filter_map(|r| r.figures.clone()).collect()
 }
 
-/// The lock runs with figures, labelled by their row number in the table.
-fn numbered_lock_runs(rows: &[RunRow]) -> Vec<(String, LockFigures)> {
+/// The runs with figures, labelled by their row number in the table.
+fn numbered_recipe_runs(rows: &[RunRow]) -> Vec<(String, RecipeFigures)> {
     rows.iter()
         .enumerate()
-        .filter_map(|(i, r)| r.lock.clone().map(|f| (format!("#{}", i + 1), f)))
+        .filter_map(|(i, r)| r.figures.clone().map(|f| (format!("#{}", i + 1), f)))
         .collect()
 }
 
@@ -176,24 +177,27 @@ pub fn load_run(dir: &Path) -> anyhow::Result<RunRow> {
         .and_then(|t| t["name"].as_str().map(String::from))
         .unwrap_or_else(|| name_of(dir.parent()));
     let workload = test.as_ref().map(|t| &t["workload"]);
-    let is_lock =
-        workload.is_some_and(|w| w["workload"] == "lock") || results.get("lock").is_some();
-    let recipe = is_lock.then(|| {
+    let kind = ["lock", "election"].into_iter().find(|kind| {
+        workload.is_some_and(|w| w["workload"] == *kind) || results.get(*kind).is_some()
+    });
+    let recipe = kind.map(|kind| {
         results["run"]["recipe"]
             .as_str()
             .map(String::from)
             .or_else(|| {
                 workload
-                    .and_then(|w| w["lock"]["recipe"].as_str())
-                    .map(|r| format!("lock-{r}"))
+                    .and_then(|w| w[kind]["recipe"].as_str())
+                    .map(|r| format!("{kind}-{r}"))
             })
-            .unwrap_or_else(|| "lock-sequential".into())
+            .unwrap_or_else(|| format!("{kind}-?"))
     });
     let contenders = workload
-        .filter(|_| is_lock)
+        .filter(|_| kind.is_some())
         .and_then(|w| w["generator"]["concurrency"].as_u64());
-    let lock = match (&recipe, contenders) {
-        (Some(recipe), Some(contenders)) => lock_figures(&results["run"], recipe, contenders),
+    let figures = match (kind, &recipe, contenders) {
+        (Some(kind), Some(recipe), Some(contenders)) => {
+            recipe_figures(&results, kind, recipe, contenders)
+        }
         _ => None,
     };
     Ok(RunRow {
@@ -206,21 +210,29 @@ pub fn load_run(dir: &Path) -> anyhow::Result<RunRow> {
         verdict: verdict(&results),
         recipe,
         contenders,
-        lock,
+        figures,
         server_per_release: server_figures(&results["run"]["server"]),
     })
 }
 
-/// The figures of a lock run's summary (`run` in `results.json`), if it has them.
-fn lock_figures(run: &Value, recipe: &str, contenders: u64) -> Option<LockFigures> {
-    let latency = |q: &Value| -> Option<LatencyFigures> {
-        Some(LatencyFigures {
-            count: q["count"].as_u64()?,
-            p50_ms: q["p50_ms"].as_f64()?,
-            p90_ms: q["p90_ms"].as_f64()?,
-            p99_ms: q["p99_ms"].as_f64()?,
-            max_ms: q["max_ms"].as_f64()?,
-        })
+/// The figures of a lock or election run's `results.json`, if it has them: latencies from the
+/// run's summary (lock) or the election checker (failover), herd load from the summary.
+fn recipe_figures(
+    results: &Value,
+    kind: &str,
+    recipe: &str,
+    contenders: u64,
+) -> Option<RecipeFigures> {
+    let run = &results["run"];
+    let latencies = match kind {
+        "lock" => vec![
+            (LatencyKind::Acquire, quantiles(&run["latency"]["acquire"])?),
+            (LatencyKind::Handoff, quantiles(&run["latency"]["handoff"])?),
+        ],
+        _ => vec![(
+            LatencyKind::Failover,
+            quantiles(&results["election"]["failover"])?,
+        )],
     };
     let herd = &run["herd"];
     let load = |what: &str| -> Option<LoadFigures> {
@@ -229,13 +241,23 @@ fn lock_figures(run: &Value, recipe: &str, contenders: u64) -> Option<LockFigure
             max: herd[format!("{what}_max")].as_u64()?,
         })
     };
-    Some(LockFigures {
+    Some(RecipeFigures {
         recipe: recipe.to_string(),
         contenders,
-        acquire: latency(&run["latency"]["acquire"])?,
-        handoff: latency(&run["latency"]["handoff"])?,
-        notifications: load("notifications")?,
-        requests: load("requests")?,
+        latencies,
+        notifications: load("notifications"),
+        requests: load("requests"),
+    })
+}
+
+/// Latency quantiles as `results.json` holds them.
+fn quantiles(q: &Value) -> Option<Quantiles> {
+    Some(Quantiles {
+        count: q["count"].as_u64()?,
+        p50_ms: q["p50_ms"].as_f64()?,
+        p90_ms: q["p90_ms"].as_f64()?,
+        p99_ms: q["p99_ms"].as_f64()?,
+        max_ms: q["max_ms"].as_f64()?,
     })
 }
 
@@ -292,6 +314,7 @@ pub fn render_table(rows: &[RunRow]) -> String {
         "verdict",
         "acquire p50/p99 (ms)",
         "hand-off p50/p99 (ms)",
+        "failover p50/p99 (ms)",
         "notifications/release mean/max",
         "requests/release mean/max",
         "server notifications/packets per release",
@@ -299,12 +322,16 @@ pub fn render_table(rows: &[RunRow]) -> String {
     let dash = || "-".to_string();
     let mut cells: Vec<Vec<String>> = vec![header.map(String::from).to_vec()];
     for (i, r) in rows.iter().enumerate() {
-        let lock = r.lock.as_ref();
-        let ms = |q: fn(&LockFigures) -> LatencyFigures| {
-            lock.map_or_else(dash, |f| format!("{:.1}/{:.1}", q(f).p50_ms, q(f).p99_ms))
+        let figures = r.figures.as_ref();
+        let ms = |kind| {
+            figures
+                .and_then(|f| f.latency(kind))
+                .map_or_else(dash, |q| format!("{:.1}/{:.1}", q.p50_ms, q.p99_ms))
         };
-        let load = |l: fn(&LockFigures) -> LoadFigures| {
-            lock.map_or_else(dash, |f| format!("{:.2}/{}", l(f).mean, l(f).max))
+        let load = |l: fn(&RecipeFigures) -> Option<LoadFigures>| {
+            figures
+                .and_then(l)
+                .map_or_else(dash, |l| format!("{:.2}/{}", l.mean, l.max))
         };
         cells.push(vec![
             (i + 1).to_string(),
@@ -314,8 +341,9 @@ pub fn render_table(rows: &[RunRow]) -> String {
             r.contenders.map_or_else(dash, |c| c.to_string()),
             r.nemesis.clone(),
             r.verdict.clone(),
-            ms(|f| f.acquire),
-            ms(|f| f.handoff),
+            ms(LatencyKind::Acquire),
+            ms(LatencyKind::Handoff),
+            ms(LatencyKind::Failover),
             load(|f| f.notifications),
             load(|f| f.requests),
             r.server_per_release
@@ -393,23 +421,36 @@ mod tests {
                 "valid",
                 "5.0/25.0",
                 "3.0/9.0",
+                "-",
                 "4.00/4",
                 "4.00/4",
                 "-"
             ]
         );
         assert_eq!(cells(lines[2])[6], "INVALID");
-        assert_eq!(cells(lines[2])[11], "19.00/42.00");
+        assert_eq!(cells(lines[2])[12], "19.00/42.00");
         assert_eq!(cells(lines[2])[4], "20");
         let register = cells(lines[3]);
         assert_eq!(register[1], "register-none");
-        assert_eq!(register[5..], ["none", "valid", "-", "-", "-", "-", "-"]);
+        assert_eq!(
+            register[5..],
+            ["none", "valid", "-", "-", "-", "-", "-", "-"]
+        );
         assert_eq!(register[3..5], ["-", "-"]);
         let aborted = cells(lines[4]);
         assert_eq!(aborted[3], "lock-protected");
         assert_eq!(
             aborted[5..],
-            ["kill+pause", "unknown (aborted)", "-", "-", "-", "-", "-"]
+            [
+                "kill+pause",
+                "unknown (aborted)",
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                "-"
+            ]
         );
         // Columns line up: the verdict column starts at the same place on every line.
         let at = lines[0].find("verdict").unwrap();
@@ -420,10 +461,46 @@ mod tests {
     }
 
     #[test]
+    fn election_runs_show_failover_and_load_per_leadership_change() {
+        let mut rows = lock_rows();
+        rows.extend(load_runs(&[fixtures().join("election-fair-kill")]).unwrap());
+        let election = rows.last().unwrap();
+        assert_eq!(election.recipe.as_deref(), Some("election-fair"));
+        let table = render_table(&rows);
+        let line = table.lines().last().unwrap();
+        assert!(
+            line.contains("6.0/300.0") && line.contains("1.08/11.39"),
+            "{table}"
+        );
+        assert!(
+            line.contains("1.00/1 ") && line.contains("2.00/3"),
+            "{table}"
+        );
+        let figures = figures_of(&rows);
+        let recipes = recipes_chart(&figures);
+        let failover = recipes
+            .legend
+            .iter()
+            .position(|e| e.label == "election-fair failover (5 c.)")
+            .expect("failover in the legend");
+        assert_eq!(
+            recipes.series[failover].points,
+            [(0.0, 6.0), (1.0, 12.0), (2.0, 300.0), (3.0, 400.0)]
+        );
+        let herd = herd_chart(&figures);
+        assert!(herd
+            .legend
+            .iter()
+            .any(|e| e.label == "election-fair notifications"));
+        let compare = compare_chart(&numbered_recipe_runs(&rows));
+        assert_eq!(compare.series.len(), 2 * 5, "one p50 and one p99 per run");
+    }
+
+    #[test]
     fn herd_and_recipe_data_come_from_the_runs() {
         let rows = lock_rows();
         assert_eq!(rows.len(), 5);
-        let figures = lock_figures_of(&rows);
+        let figures = figures_of(&rows);
         assert_eq!(figures.len(), 4, "the aborted run has no figures");
         let herd = herd_chart(&figures);
         let points: Vec<&Vec<(f64, f64)>> = herd.series.iter().map(|s| &s.points).collect();
@@ -445,7 +522,7 @@ mod tests {
         );
         assert_eq!(recipes.series[3].points[3], (3.0, 50.0));
         assert_eq!(recipes.legend[1].label, "lock-sequential hand-off (20 c.)");
-        let compare = compare_chart(&numbered_lock_runs(&rows));
+        let compare = compare_chart(&numbered_recipe_runs(&rows));
         let crate::report::recipes::XAxis::Categories(labels) = &compare.x else {
             panic!("runs are categories");
         };

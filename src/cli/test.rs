@@ -241,7 +241,11 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         }
         WorkloadKind::Election => {
             let summary = match &outcome {
-                Some(RunOutcome::Election(summary)) => Some(serde_json::to_value(summary)?),
+                Some(RunOutcome::Election(summary)) => {
+                    let mut value = serde_json::to_value(summary)?;
+                    value["server"] = server_herd(&server_load, summary.herd.releases);
+                    Some(value)
+                }
                 _ => None,
             };
             super::verdict::judge_election_run(&dir, &ops, summary, aborted.as_deref())?
@@ -426,8 +430,9 @@ async fn collect_logs(control: &Control, db: &dyn Db, dir: &Path) {
     }
 }
 
-/// The servers' own figures for a lock run, per release: watch notifications (from the
-/// fan-out summaries) and packets received, summed over the servers.
+/// The servers' own figures for a lock run per release, or an election run per leadership
+/// change: watch notifications (from the fan-out summaries) and packets received, summed over
+/// the servers.
 fn server_herd(load: &crate::db::mntr::ServerLoad, releases: u64) -> serde_json::Value {
     let per_release = |total: f64| {
         if releases == 0 {

@@ -1,6 +1,7 @@
-//! Plots that compare lock runs with each other: `compare.png` (acquire latency per run),
-//! `herd.png` (load per release against the number of contenders, per recipe) and
-//! `recipes.png` (acquire and hand-off latency quantiles per recipe). Their x axes are runs,
+//! Plots that compare lock and election runs with each other: `compare.png` (acquire or
+//! failover latency per run), `herd.png` (load per release or leadership change against the
+//! number of contenders, per recipe) and `recipes.png` (acquire, hand-off and failover latency
+//! quantiles per recipe). Their x axes are runs,
 //! contenders or quantiles rather than time, so they have a frame of their own that shares
 //! the font, legend and markers of the time plots.
 
@@ -18,26 +19,12 @@ use super::canvas::{
 use super::font::{self, FAMILY};
 use super::latency_raw::log_range;
 use super::style::Marker;
+use crate::history::Quantiles;
 
 /// Width of the legend column on the right.
 const LEGEND_WIDTH: u32 = 300;
 
-/// Latency quantiles of one kind of lock operation, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LatencyFigures {
-    /// How many operations were measured.
-    pub count: u64,
-    /// Median.
-    pub p50_ms: f64,
-    /// 90th percentile.
-    pub p90_ms: f64,
-    /// 99th percentile.
-    pub p99_ms: f64,
-    /// Slowest.
-    pub max_ms: f64,
-}
-
-/// Per-release load: the mean and the most in any one release.
+/// Per-release load: the mean and the most in any one release (or leadership change).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LoadFigures {
     /// Mean per release.
@@ -46,30 +33,77 @@ pub struct LoadFigures {
     pub max: u64,
 }
 
-/// What a lock run measured, as the comparison plots need it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LockFigures {
-    /// The recipe's workload name, e.g. `lock-sequential`.
-    pub recipe: String,
-    /// Contenders at once.
-    pub contenders: u64,
-    /// Time from invoking acquire to holding the lock.
-    pub acquire: LatencyFigures,
-    /// Time from a release being invoked to the next holder acquiring.
-    pub handoff: LatencyFigures,
-    /// Watch notifications per release.
-    pub notifications: LoadFigures,
-    /// Requests sent in reaction to a notification, per release.
-    pub requests: LoadFigures,
+/// What a latency of a recipe measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyKind {
+    /// Lock: from invoking acquire to holding the lock.
+    Acquire,
+    /// Lock: from a release being invoked to the next holder acquiring.
+    Handoff,
+    /// Election: from a leader leaving office (nobody else in office) to the next taking it.
+    Failover,
 }
 
-/// The colour of a recipe, fixed for the four known ones.
+impl LatencyKind {
+    /// The name in legends and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            LatencyKind::Acquire => "acquire",
+            LatencyKind::Handoff => "hand-off",
+            LatencyKind::Failover => "failover",
+        }
+    }
+
+    fn marker(self) -> Marker {
+        match self {
+            LatencyKind::Acquire => Marker::Circle,
+            LatencyKind::Handoff => Marker::Triangle,
+            LatencyKind::Failover => Marker::Square,
+        }
+    }
+}
+
+/// What a lock or election run measured, as the comparison plots need it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecipeFigures {
+    /// The recipe's workload name, e.g. `lock-sequential`, `election-fair`.
+    pub recipe: String,
+    /// Contenders (or candidates) at once.
+    pub contenders: u64,
+    /// Latency quantiles by kind: acquire and hand-off for a lock, failover for an election.
+    pub latencies: Vec<(LatencyKind, Quantiles)>,
+    /// Watch notifications per release or leadership change, when the clients could count
+    /// them.
+    pub notifications: Option<LoadFigures>,
+    /// Requests sent in reaction to a notification, per release or leadership change.
+    pub requests: Option<LoadFigures>,
+}
+
+impl RecipeFigures {
+    /// The quantiles of latency `kind`, when the run measured it.
+    pub fn latency(&self, kind: LatencyKind) -> Option<Quantiles> {
+        self.latencies
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, q)| *q)
+    }
+
+    /// The latency a run is compared by: acquire for a lock, failover for an election.
+    fn headline(&self) -> Option<Quantiles> {
+        self.latencies.first().map(|(_, q)| *q)
+    }
+}
+
+/// The colour of a recipe, fixed for the known ones.
 pub fn recipe_colour(recipe: &str) -> RGBColor {
     match recipe {
         "lock-sequential" => RGBColor(31, 119, 180),
         "lock-sequential-herd" => RGBColor(214, 39, 40),
         "lock-single-node" => RGBColor(44, 160, 44),
         "lock-protected" => RGBColor(255, 127, 14),
+        "lock-crate" => RGBColor(140, 86, 75),
+        "election-fair" => RGBColor(23, 190, 207),
+        "election-unfair" => RGBColor(227, 119, 194),
         _ => RGBColor(148, 103, 189),
     }
 }
@@ -115,28 +149,27 @@ pub struct Chart {
     pub legend: Vec<LegendEntry>,
 }
 
-/// The chart of `compare.png`: acquire latency p50 and p99 per run (labelled by `label`),
-/// runs grouped by recipe.
-pub fn compare_chart(runs: &[(String, LockFigures)]) -> Chart {
-    let mut order: Vec<&(String, LockFigures)> = runs.iter().collect();
+/// The chart of `compare.png`: p50 and p99 of each run's headline latency (acquire for a
+/// lock, failover for an election) per run (labelled by `label`), runs grouped by recipe.
+pub fn compare_chart(runs: &[(String, RecipeFigures)]) -> Chart {
+    let mut order: Vec<(&String, &RecipeFigures, Quantiles)> = runs
+        .iter()
+        .filter_map(|(label, f)| Some((label, f, f.headline()?)))
+        .collect();
     order.sort_by(|a, b| a.1.recipe.cmp(&b.1.recipe));
     let mut series = Vec::new();
     let mut legend = Vec::new();
-    for (i, (_, f)) in order.iter().enumerate() {
+    for (i, (_, f, q)) in order.iter().enumerate() {
         let colour = recipe_colour(&f.recipe);
         let x = i as f64;
-        series.push(Series {
-            marker: Marker::Circle,
-            colour,
-            points: vec![(x, f.acquire.p50_ms)],
-            joined: false,
-        });
-        series.push(Series {
-            marker: Marker::Triangle,
-            colour,
-            points: vec![(x, f.acquire.p99_ms)],
-            joined: false,
-        });
+        for (marker, value) in [(Marker::Circle, q.p50_ms), (Marker::Triangle, q.p99_ms)] {
+            series.push(Series {
+                marker,
+                colour,
+                points: vec![(x, value)],
+                joined: false,
+            });
+        }
         let label = f.recipe.clone();
         if !legend.iter().any(|e: &LegendEntry| e.label == label) {
             legend.push(LegendEntry {
@@ -147,35 +180,39 @@ pub fn compare_chart(runs: &[(String, LockFigures)]) -> Chart {
     }
     legend.push(note("● p50   ▲ p99"));
     Chart {
-        title: "acquire latency per run".into(),
+        title: "acquire (lock) or failover (election) latency per run".into(),
         x_desc: "run".into(),
-        y_desc: "acquire latency (ms)".into(),
-        x: XAxis::Categories(order.iter().map(|(label, _)| label.clone()).collect()),
+        y_desc: "latency (ms)".into(),
+        x: XAxis::Categories(order.iter().map(|(label, ..)| (*label).clone()).collect()),
         y_log: true,
         series,
         legend,
     }
 }
 
-/// The chart of `herd.png`: notifications and reaction requests per release (means) against
-/// the number of contenders, one line of each per recipe.
-pub fn herd_chart(runs: &[LockFigures]) -> Chart {
+/// The chart of `herd.png`: notifications and reaction requests per release or leadership
+/// change (means) against the number of contenders, one line of each per recipe whose
+/// clients could count them.
+pub fn herd_chart(runs: &[RecipeFigures]) -> Chart {
     let mut series = Vec::new();
     let mut legend = Vec::new();
-    for recipe in recipes(runs) {
+    let counted: Vec<&RecipeFigures> = runs.iter().filter(|f| f.notifications.is_some()).collect();
+    for recipe in recipes(counted.iter().copied()) {
         let colour = recipe_colour(recipe);
-        let mut of: Vec<&LockFigures> = runs.iter().filter(|f| f.recipe == recipe).collect();
+        let mut of: Vec<&RecipeFigures> = counted
+            .iter()
+            .copied()
+            .filter(|f| f.recipe == recipe)
+            .collect();
         of.sort_by_key(|f| f.contenders);
-        let line = |value: fn(&LockFigures) -> f64| -> Vec<(f64, f64)> {
-            of.iter().map(|f| (f.contenders as f64, value(f))).collect()
+        let line = |load: fn(&RecipeFigures) -> Option<LoadFigures>| -> Vec<(f64, f64)> {
+            of.iter()
+                .filter_map(|f| Some((f.contenders as f64, load(f)?.mean)))
+                .collect()
         };
         for (marker, what, points) in [
-            (
-                Marker::Circle,
-                "notifications",
-                line(|f| f.notifications.mean),
-            ),
-            (Marker::Triangle, "requests", line(|f| f.requests.mean)),
+            (Marker::Circle, "notifications", line(|f| f.notifications)),
+            (Marker::Triangle, "requests", line(|f| f.requests)),
         ] {
             series.push(Series {
                 marker,
@@ -189,11 +226,11 @@ pub fn herd_chart(runs: &[LockFigures]) -> Chart {
             });
         }
     }
-    let mut ticks: Vec<f64> = runs.iter().map(|f| f.contenders as f64).collect();
+    let mut ticks: Vec<f64> = counted.iter().map(|f| f.contenders as f64).collect();
     ticks.sort_by(f64::total_cmp);
     ticks.dedup();
     Chart {
-        title: "load per release (herd effect)".into(),
+        title: "load per release or leadership change (herd effect)".into(),
         x_desc: "contenders".into(),
         y_desc: "per release (mean count)".into(),
         x: XAxis::Numbers(ticks),
@@ -206,12 +243,12 @@ pub fn herd_chart(runs: &[LockFigures]) -> Chart {
 /// The quantiles on the x axis of `recipes.png`.
 const QUANTILE_NAMES: [&str; 4] = ["p50", "p90", "p99", "max"];
 
-/// The chart of `recipes.png`: acquire and hand-off latency quantiles per recipe, each from
-/// the recipe's run with the most contenders.
-pub fn recipes_chart(runs: &[LockFigures]) -> Chart {
+/// The chart of `recipes.png`: acquire and hand-off (locks) and failover (elections) latency
+/// quantiles per recipe, each from the recipe's run with the most contenders.
+pub fn recipes_chart(runs: &[RecipeFigures]) -> Chart {
     let mut series = Vec::new();
     let mut legend = Vec::new();
-    for recipe in recipes(runs) {
+    for recipe in recipes(runs.iter()) {
         let Some(f) = runs
             .iter()
             .filter(|f| f.recipe == recipe)
@@ -220,25 +257,22 @@ pub fn recipes_chart(runs: &[LockFigures]) -> Chart {
             continue;
         };
         let colour = recipe_colour(recipe);
-        for (marker, what, q) in [
-            (Marker::Circle, "acquire", f.acquire),
-            (Marker::Triangle, "hand-off", f.handoff),
-        ] {
+        for (kind, q) in &f.latencies {
             let values = [q.p50_ms, q.p90_ms, q.p99_ms, q.max_ms];
             series.push(Series {
-                marker,
+                marker: kind.marker(),
                 colour,
                 points: (0..4).map(|i| (i as f64, values[i])).collect(),
                 joined: true,
             });
             legend.push(LegendEntry {
-                label: format!("{recipe} {what} ({} c.)", f.contenders),
-                sample: Sample::Line(marker, colour),
+                label: format!("{recipe} {} ({} c.)", kind.name(), f.contenders),
+                sample: Sample::Line(kind.marker(), colour),
             });
         }
     }
     Chart {
-        title: "lock latency quantiles per recipe".into(),
+        title: "recipe latency quantiles".into(),
         x_desc: "quantile".into(),
         y_desc: "latency (ms)".into(),
         x: XAxis::Categories(QUANTILE_NAMES.map(String::from).to_vec()),
@@ -249,8 +283,8 @@ pub fn recipes_chart(runs: &[LockFigures]) -> Chart {
 }
 
 /// The distinct recipes of `runs`, sorted.
-fn recipes(runs: &[LockFigures]) -> Vec<&str> {
-    let mut names: Vec<&str> = runs.iter().map(|f| f.recipe.as_str()).collect();
+fn recipes<'a>(runs: impl Iterator<Item = &'a RecipeFigures>) -> Vec<&'a str> {
+    let mut names: Vec<&str> = runs.map(|f| f.recipe.as_str()).collect();
     names.sort_unstable();
     names.dedup();
     names
