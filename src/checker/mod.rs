@@ -14,6 +14,7 @@ pub mod election;
 pub mod engine;
 pub mod formats;
 pub mod linearizability;
+pub mod liveness;
 pub mod model;
 pub mod models;
 pub mod mutex_overlap;

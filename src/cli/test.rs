@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::db::DbChoice;
 use super::targets::TargetArgs;
+use crate::checker::liveness::LivenessOptions;
 use crate::client::NodeEndpoint;
 use crate::cluster::{self, Spec};
 use crate::config::{self, Override};
@@ -231,10 +232,12 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
                 }
                 _ => None,
             };
+            let lock = &workload_file.lock;
             super::verdict::judge_lock_run(
                 &dir,
                 &ops,
-                workload_file.lock.fencing,
+                lock.fencing,
+                LivenessOptions::for_sessions(lock.session_timeout.0, lock.op_timeout.0),
                 summary,
                 aborted.as_deref(),
             )?
@@ -248,7 +251,9 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
                 }
                 _ => None,
             };
-            super::verdict::judge_election_run(&dir, &ops, summary, aborted.as_deref())?
+            let e = &workload_file.election;
+            let live = LivenessOptions::for_sessions(e.session_timeout.0, e.op_timeout.0);
+            super::verdict::judge_election_run(&dir, &ops, live, summary, aborted.as_deref())?
         }
     };
     if let Err(e) = crate::report::write_plots(&ops, &dir) {

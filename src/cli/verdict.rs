@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::checker::election::check_election;
 use crate::checker::formats::{self, Format};
+use crate::checker::liveness::{self, LivenessOptions, LivenessReport};
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::result::{CheckResult, Validity};
 use crate::checker::zookeeper::{self, ZkOptions, ZkReport};
@@ -74,25 +75,34 @@ pub fn judge_run(
     })
 }
 
-/// Checks the history of a lock run (`ops`, in `dir`): no overlapping critical sections, and
-/// acquire/release linearizable against `fenced-mutex` (when `fenced`) or `mutex`; writes
+/// Checks the history of a lock run (`ops`, in `dir`): no overlapping critical sections,
+/// acquire/release linearizable against `fenced-mutex` (when `fenced`) or `mutex`, and the
+/// lock never left free while contenders wait once the faults are healed; writes
 /// `results.json` (with the run's `summary`: herd figures, latencies) and `timeline.html`
 /// into `dir`, and returns the verdict. `aborted` says why a run stopped early.
 pub fn judge_lock_run(
     dir: &Path,
     ops: &[Op],
     fenced: bool,
+    live: LivenessOptions,
     summary: Option<serde_json::Value>,
     aborted: Option<&str>,
 ) -> anyhow::Result<Verdict> {
     let lock =
         check_lock_history(ops, fenced, &CheckOptions::default()).context("checking the lock")?;
-    let valid = match (lock.valid, aborted.is_some()) {
-        (Validity::Invalid, _) => Validity::Invalid,
-        (_, true) => Validity::Unknown,
-        (v, false) => v,
+    let liveness = liveness::check_lock(ops, live);
+    let valid = match (lock.valid, liveness.valid, aborted.is_some()) {
+        (Validity::Invalid, _, _) | (_, false, _) => Validity::Invalid,
+        (_, _, true) => Validity::Unknown,
+        (v, true, false) => v,
     };
-    let results = json!({ "valid": valid, "aborted": aborted, "lock": lock, "run": summary });
+    let results = json!({
+        "valid": valid,
+        "aborted": aborted,
+        "lock": lock,
+        "liveness": liveness,
+        "run": summary,
+    });
     let path = dir.join("results.json");
     std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
         .with_context(|| format!("cannot write {}", path.display()))?;
@@ -115,13 +125,14 @@ pub fn judge_lock_run(
     )?;
     let me = &lock.mutual_exclusion;
     let line = format!(
-        "verdict: {}; mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}",
+        "verdict: {}; mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}; liveness: {}",
         overall_word(valid, aborted),
         me.overlaps.len(),
         me.holds,
         me.stale_steps_rejected,
         lock.lock_model.model,
         lock.lock_model.valid,
+        liveness_summary(&liveness),
     );
     Ok(Verdict {
         line,
@@ -130,23 +141,31 @@ pub fn judge_lock_run(
 }
 
 /// Checks the history of an election run (`ops`, in `dir`): never two leaders in office at
-/// once, time without a leader and failover times; writes `results.json` (with the run's
+/// once, never an empty office for long once the faults are healed, time without a leader and
+/// failover times; writes `results.json` (with the run's
 /// `summary`) and `timeline.html` into `dir`, and returns the verdict. `aborted` says why a
 /// run stopped early.
 pub fn judge_election_run(
     dir: &Path,
     ops: &[Op],
+    live: LivenessOptions,
     summary: Option<serde_json::Value>,
     aborted: Option<&str>,
 ) -> anyhow::Result<Verdict> {
     let election = check_election(ops).context("checking the election")?;
-    let valid = match (election.valid, aborted.is_some()) {
+    let liveness = liveness::check_election(ops, live);
+    let valid = match (election.valid && liveness.valid, aborted.is_some()) {
         (false, _) => Validity::Invalid,
         (true, true) => Validity::Unknown,
         (true, false) => Validity::Valid,
     };
-    let results =
-        json!({ "valid": valid, "aborted": aborted, "election": election, "run": summary });
+    let results = json!({
+        "valid": valid,
+        "aborted": aborted,
+        "election": election,
+        "liveness": liveness,
+        "run": summary,
+    });
     let path = dir.join("results.json");
     std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
         .with_context(|| format!("cannot write {}", path.display()))?;
@@ -157,7 +176,7 @@ pub fn judge_election_run(
         &dir.display().to_string(),
     )?;
     let line = format!(
-        "verdict: {}; election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms",
+        "verdict: {}; election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms; liveness: {}",
         overall_word(valid, aborted),
         election.overlaps.len(),
         election.terms,
@@ -166,11 +185,27 @@ pub fn judge_election_run(
         election.longest_leaderless_ns / 1_000_000,
         election.failover.p50_ms,
         election.failover.max_ms,
+        liveness_summary(&liveness),
     );
     Ok(Verdict {
         line,
         exit_code: valid.exit_code(),
     })
+}
+
+/// The liveness part of a verdict line.
+fn liveness_summary(report: &LivenessReport) -> String {
+    if !report.judged {
+        return "not judged (run too short after the heal)".into();
+    }
+    match report.stalls.iter().map(|s| s.duration_ns).max() {
+        None => format!("no stall in {} ms after the heal", report.judged_ms),
+        Some(longest) => format!(
+            "STUCK {} times (longest {} ms)",
+            report.stalls.len(),
+            longest / 1_000_000
+        ),
+    }
 }
 
 fn overall_word(valid: Validity, aborted: Option<&str>) -> String {
@@ -267,12 +302,15 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
         Some(w) if w.workload == crate::workload::WorkloadKind::Lock => {
             let summary =
                 previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
-            judge_lock_run(dir, &ops, w.lock.fencing, summary, aborted.as_deref())?
+            let live = LivenessOptions::for_sessions(w.lock.session_timeout.0, w.lock.op_timeout.0);
+            judge_lock_run(dir, &ops, w.lock.fencing, live, summary, aborted.as_deref())?
         }
         Some(w) if w.workload == crate::workload::WorkloadKind::Election => {
             let summary =
                 previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
-            judge_election_run(dir, &ops, summary, aborted.as_deref())?
+            let e = &w.election;
+            let live = LivenessOptions::for_sessions(e.session_timeout.0, e.op_timeout.0);
+            judge_election_run(dir, &ops, live, summary, aborted.as_deref())?
         }
         w => judge_run(
             dir,

@@ -226,33 +226,49 @@ async fn main_phase(
     tokio::join!(workers, schedule)
 }
 
-/// Runs `work` (handed the cancel signal) while the nemesis schedule of `cfg` starts and stops
-/// `nemeses` in turn; ends the schedule when `work` is done, heals every fault, and returns
-/// `work`'s result with the heals that failed. For workloads with drivers of their own (locks,
-/// elections).
+/// Runs `work` while the nemesis schedule of `cfg` starts and stops `nemeses` in turn for
+/// `cfg.time_limit`, then heals every fault; with faults, `work` goes on for
+/// `cfg.quiet_period` after the heal (the healed tail, where liveness is judged). `work` is
+/// handed the cancel signal and how long to run; the result comes back with the heals that
+/// failed. For workloads with drivers of their own (locks, elections).
 pub async fn with_faults<T, F>(
     cfg: &GeneratorConfig,
     nemeses: Vec<Arc<dyn Nemesis>>,
     recorder: Arc<Recorder>,
     cancel: watch::Receiver<bool>,
-    work: impl FnOnce(watch::Receiver<bool>) -> F,
+    work: impl FnOnce(watch::Receiver<bool>, std::time::Duration) -> F,
 ) -> anyhow::Result<(T, Vec<String>)>
 where
     F: std::future::Future<Output = anyhow::Result<T>>,
 {
     let guard = HealGuard::new(nemeses.clone(), recorder.clone());
     let (abort_tx, abort_rx) = watch::channel(false);
+    let (done_tx, mut done_rx) = watch::channel(false);
     let stop = Stop::new(cancel.clone(), abort_rx);
+    let run_for = match nemeses.is_empty() {
+        true => cfg.time_limit.0,
+        false => cfg.time_limit.0 + cfg.quiet_period.0,
+    };
     let working = async {
-        let result = work(cancel).await;
-        // The work is done: end the nemesis schedule too.
-        let _ = abort_tx.send(true);
+        let result = work(cancel, run_for).await;
+        let _ = done_tx.send(true);
         result
     };
     let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
-    let schedule = faults::schedule(&nemeses, &recorder, interval, duration, stop);
-    let (result, schedule) = tokio::join!(working, schedule);
-    let heal_failures = guard.heal().await;
+    let faults = async {
+        let schedule = faults::schedule(&nemeses, &recorder, interval, duration, stop);
+        let end_of_faults = async {
+            tokio::select! {
+                _ = tokio::time::sleep(cfg.time_limit.0) => {}
+                _ = done_rx.wait_for(|done| *done) => {}
+            }
+            let _ = abort_tx.send(true);
+        };
+        let (schedule, ()) = tokio::join!(schedule, end_of_faults);
+        // Healed while the work goes on: the rest of the run is the healed tail.
+        (schedule, guard.heal().await)
+    };
+    let (result, (schedule, heal_failures)) = tokio::join!(working, faults);
     let value = result?;
     schedule.context("recording a nemesis operation")?;
     Ok((value, heal_failures))

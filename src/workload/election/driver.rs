@@ -164,7 +164,7 @@ pub async fn run_candidates(
 
 /// `stampede test` for an election workload: runs the candidates of `file.election` (as many
 /// as `file.generator.concurrency`, for `file.generator.time_limit`) while the generator's
-/// nemesis schedule starts and stops `nemeses` in turn, then heals every fault. Setting
+/// nemesis schedule starts and stops `nemeses` in turn, then heals every fault (with faults, the run goes on for `generator.quiet_period` after the heal). Setting
 /// `cancel` to true (Ctrl-C) ends the run early; no fault is left active on return, and heals
 /// that failed are listed in the summary.
 pub async fn run(
@@ -177,19 +177,24 @@ pub async fn run(
 ) -> anyhow::Result<ElectionRunSummary> {
     let gen = &file.generator;
     gen.validate().map_err(anyhow::Error::msg)?;
-    let run = CandidateRun {
-        cfg: file.election.clone(),
-        candidates: gen.concurrency,
-        time_limit: gen.time_limit.0,
-        run_id: run_id.to_string(),
-        endpoints,
-    };
     let driving = recorder.clone();
-    let (mut summary, heal_failures) =
-        generator::with_faults(gen, nemeses, recorder, cancel, |cancel| {
-            run_candidates(&run, driving, cancel)
-        })
-        .await?;
+    let (mut summary, heal_failures) = generator::with_faults(
+        gen,
+        nemeses,
+        recorder,
+        cancel,
+        |cancel, run_for| async move {
+            let run = CandidateRun {
+                cfg: file.election.clone(),
+                candidates: gen.concurrency,
+                time_limit: run_for,
+                run_id: run_id.to_string(),
+                endpoints,
+            };
+            run_candidates(&run, driving, cancel).await
+        },
+    )
+    .await?;
     summary.heal_failures = heal_failures;
     Ok(summary)
 }

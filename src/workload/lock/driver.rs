@@ -180,7 +180,7 @@ pub async fn run_contenders(
 
 /// `stampede test` for a lock workload: runs the contenders of `file.lock` (as many as
 /// `file.generator.concurrency`, for `file.generator.time_limit`) while the generator's
-/// nemesis schedule starts and stops `nemeses` in turn, then heals every fault. Setting
+/// nemesis schedule starts and stops `nemeses` in turn, then heals every fault (with faults, the run goes on for `generator.quiet_period` after the heal). Setting
 /// `cancel` to true (Ctrl-C) ends the run early; no fault is left active on return, and heals
 /// that failed are listed in the summary.
 pub async fn run(
@@ -193,19 +193,24 @@ pub async fn run(
 ) -> anyhow::Result<LockRunSummary> {
     let gen = &file.generator;
     gen.validate().map_err(anyhow::Error::msg)?;
-    let run = ContenderRun {
-        cfg: file.lock.clone(),
-        contenders: gen.concurrency,
-        time_limit: gen.time_limit.0,
-        run_id: run_id.to_string(),
-        endpoints,
-    };
     let driving = recorder.clone();
-    let (mut summary, heal_failures) =
-        generator::with_faults(gen, nemeses, recorder, cancel, |cancel| {
-            run_contenders(&run, driving, cancel)
-        })
-        .await?;
+    let (mut summary, heal_failures) = generator::with_faults(
+        gen,
+        nemeses,
+        recorder,
+        cancel,
+        |cancel, run_for| async move {
+            let run = ContenderRun {
+                cfg: file.lock.clone(),
+                contenders: gen.concurrency,
+                time_limit: run_for,
+                run_id: run_id.to_string(),
+                endpoints,
+            };
+            run_contenders(&run, driving, cancel).await
+        },
+    )
+    .await?;
     summary.heal_failures = heal_failures;
     Ok(summary)
 }

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use super::cut_proxy::CutProxy;
 use super::driver::{run_contenders, ContenderRun};
 use super::{LockConfig, LockRunSummary, OnDisconnect, RecipeKind};
+use crate::checker::liveness::{self, LivenessOptions};
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::result::Validity;
 use crate::checker::CheckOptions;
@@ -102,6 +103,39 @@ fn assert_safe_and_live(summary: &LockRunSummary, ops: &[Op], every_contender: b
         latency.handoff.p50_ms < latency.acquire.max_ms,
         "{name}: {latency:?}"
     );
+    let live = liveness::check_lock(ops, LivenessOptions::for_sessions(Duration::ZERO, STALL));
+    assert!(live.judged && live.valid, "{name}: {live:?}");
+}
+
+/// How long the lock may stay free while contenders wait, in these tests.
+const STALL: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_deaf_to_their_watches_are_reported_stuck() {
+    let server = ZkServer::start();
+    let upstream = format!("127.0.0.1:{}", server.endpoint().port)
+        .parse()
+        .unwrap();
+    let proxy = CutProxy::start(upstream).await;
+    proxy.set_deaf(true);
+    let endpoint = NodeEndpoint {
+        name: "n1".into(),
+        host: "127.0.0.1".into(),
+        port: proxy.port(),
+    };
+    let (summary, ops) = run(quick(RecipeKind::Sequential, false), 3, 5, "deaf", endpoint).await;
+    let opts = CheckOptions::default();
+    let safety = check_lock_history(&ops, true, &opts).unwrap();
+    assert_eq!(safety.valid, Validity::Valid, "still safe: {safety:?}");
+    let live = liveness::check_lock(&ops, LivenessOptions::for_sessions(Duration::ZERO, STALL));
+    assert!(
+        !live.valid,
+        "the missed watches are caught: {live:?} {summary:?}"
+    );
+    let stall = &live.stalls[0];
+    assert_eq!(stall.waiting.len(), 2, "both waiters: {live:?}");
+    assert_eq!(stall.nodes, ["n1"]);
+    assert!(stall.duration_ns >= 3_000_000_000, "{live:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
