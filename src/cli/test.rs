@@ -21,6 +21,7 @@ use crate::generator::RunSummary;
 use crate::history::Recorder;
 use crate::nemesis::{self, Ending, NemesisConfig};
 use crate::progress::Progress;
+use crate::workload::barrier::{self, BarrierRunSummary};
 use crate::workload::election::{self, ElectionRunSummary};
 use crate::workload::lock::{self, LockRunSummary};
 use crate::workload::{WorkloadFile, WorkloadKind};
@@ -193,6 +194,20 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             })
             .await
         }
+        WorkloadKind::Barrier => {
+            let run = barrier::run(
+                &workload_file,
+                &stamp,
+                endpoints,
+                nemeses,
+                recorder.clone(),
+                cancel_rx,
+            );
+            nemesis::guarded(&control, db.as_ref(), on_signal, async {
+                run.await.map(|s| RunOutcome::Barrier(Box::new(s)))
+            })
+            .await
+        }
     };
     progress.finish();
     let mntr_after = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
@@ -245,6 +260,15 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
                 _ => None,
             };
             super::verdict::judge_election_run(&dir, &ops, summary, aborted.as_deref())?
+        }
+        WorkloadKind::Barrier => {
+            let summary = match &outcome {
+                Some(RunOutcome::Barrier(summary)) => Some(serde_json::to_value(summary)?),
+                _ => None,
+            };
+            let cfg = &workload_file;
+            let threshold = cfg.barrier.threshold_for(cfg.generator.concurrency) as u64;
+            super::verdict::judge_barrier_run(&dir, &ops, threshold, summary, aborted.as_deref())?
         }
     };
     if let Err(e) = crate::report::write_plots(&ops, &dir) {
@@ -357,6 +381,7 @@ enum RunOutcome {
     Register(RunSummary),
     Lock(Box<LockRunSummary>),
     Election(Box<ElectionRunSummary>),
+    Barrier(Box<BarrierRunSummary>),
 }
 
 impl RunOutcome {
@@ -366,6 +391,7 @@ impl RunOutcome {
             RunOutcome::Register(s) => &s.heal_failures,
             RunOutcome::Lock(s) => &s.heal_failures,
             RunOutcome::Election(s) => &s.heal_failures,
+            RunOutcome::Barrier(s) => &s.heal_failures,
         }
     }
 }
