@@ -6,6 +6,7 @@
 //! ([`engine`], [`search`], [`cache`]), and shrinks a failing part to a counterexample
 //! ([`shrink`]). The verdict is a [`result::CheckResult`].
 
+pub mod barrier;
 pub mod cache;
 pub mod calls;
 #[cfg(test)]

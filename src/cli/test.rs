@@ -22,6 +22,7 @@ use crate::generator::RunSummary;
 use crate::history::Recorder;
 use crate::nemesis::{self, Ending, NemesisConfig};
 use crate::progress::Progress;
+use crate::workload::barrier::{self, BarrierRunSummary};
 use crate::workload::election::{self, ElectionRunSummary};
 use crate::workload::lock::{self, LockRunSummary};
 use crate::workload::{WorkloadFile, WorkloadKind};
@@ -194,6 +195,20 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             })
             .await
         }
+        WorkloadKind::Barrier => {
+            let run = barrier::run(
+                &workload_file,
+                &stamp,
+                endpoints,
+                nemeses,
+                recorder.clone(),
+                cancel_rx,
+            );
+            nemesis::guarded(&control, db.as_ref(), on_signal, async {
+                run.await.map(|s| RunOutcome::Barrier(Box::new(s)))
+            })
+            .await
+        }
     };
     progress.finish();
     let mntr_after = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
@@ -254,6 +269,15 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             let e = &workload_file.election;
             let live = LivenessOptions::for_sessions(e.session_timeout.0, e.op_timeout.0);
             super::verdict::judge_election_run(&dir, &ops, live, summary, aborted.as_deref())?
+        }
+        WorkloadKind::Barrier => {
+            let summary = match &outcome {
+                Some(RunOutcome::Barrier(summary)) => Some(serde_json::to_value(summary)?),
+                _ => None,
+            };
+            let cfg = &workload_file;
+            let threshold = cfg.barrier.threshold_for(cfg.generator.concurrency) as u64;
+            super::verdict::judge_barrier_run(&dir, &ops, threshold, summary, aborted.as_deref())?
         }
     };
     if let Err(e) = crate::report::write_plots(&ops, &dir) {
@@ -362,6 +386,7 @@ enum RunOutcome {
     Register(RunSummary),
     Lock(Box<LockRunSummary>),
     Election(Box<ElectionRunSummary>),
+    Barrier(Box<BarrierRunSummary>),
 }
 
 impl RunOutcome {
@@ -371,6 +396,7 @@ impl RunOutcome {
             RunOutcome::Register(s) => &s.heal_failures,
             RunOutcome::Lock(s) => &s.heal_failures,
             RunOutcome::Election(s) => &s.heal_failures,
+            RunOutcome::Barrier(s) => &s.heal_failures,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::json;
 
+use crate::checker::barrier::check_barrier;
 use crate::checker::election::check_election;
 use crate::checker::formats::{self, Format};
 use crate::checker::liveness::{self, LivenessOptions, LivenessReport};
@@ -208,6 +209,51 @@ fn liveness_summary(report: &LivenessReport) -> String {
     }
 }
 
+/// Checks the history of a barrier run (`ops`, in `dir`) against a barrier of `threshold`:
+/// nobody passed `enter` or `leave` early, and which rounds stalled after the last fault was
+/// healed; writes `results.json` (with the run's `summary`) and `timeline.html` (the early
+/// passes outlined) into `dir`, and returns the verdict. `aborted` says why a run stopped
+/// early.
+pub fn judge_barrier_run(
+    dir: &Path,
+    ops: &[Op],
+    threshold: u64,
+    summary: Option<serde_json::Value>,
+    aborted: Option<&str>,
+) -> anyhow::Result<Verdict> {
+    let barrier = check_barrier(ops, threshold);
+    let valid = match (barrier.valid, aborted.is_some()) {
+        (false, _) => Validity::Invalid,
+        (true, true) => Validity::Unknown,
+        (true, false) => Validity::Valid,
+    };
+    let results = json!({ "valid": valid, "aborted": aborted, "barrier": barrier, "run": summary });
+    let path = dir.join("results.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    timeline::write(
+        &dir.join("timeline.html"),
+        ops,
+        &barrier.marked_ops(),
+        &dir.display().to_string(),
+    )?;
+    let line = format!(
+        "verdict: {}; barrier: {} early enters, {} early leaves in {} rounds ({} completed, threshold {}), {} gave up, {} stalled after the last heal",
+        overall_word(valid, aborted),
+        barrier.early_enters.len(),
+        barrier.early_leaves.len(),
+        barrier.rounds,
+        barrier.rounds_completed,
+        barrier.threshold,
+        barrier.gave_up,
+        barrier.stalled,
+    );
+    Ok(Verdict {
+        line,
+        exit_code: valid.exit_code(),
+    })
+}
+
 fn overall_word(valid: Validity, aborted: Option<&str>) -> String {
     match valid {
         Validity::Valid => "valid".to_string(),
@@ -311,6 +357,12 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
             let e = &w.election;
             let live = LivenessOptions::for_sessions(e.session_timeout.0, e.op_timeout.0);
             judge_election_run(dir, &ops, live, summary, aborted.as_deref())?
+        }
+        Some(w) if w.workload == crate::workload::WorkloadKind::Barrier => {
+            let summary =
+                previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
+            let threshold = w.barrier.threshold_for(w.generator.concurrency) as u64;
+            judge_barrier_run(dir, &ops, threshold, summary, aborted.as_deref())?
         }
         w => judge_run(
             dir,

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::client::{setup_session, NodeEndpoint};
+use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
 use crate::config::Duration;
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
@@ -285,6 +285,35 @@ pub async fn ended(stop: &mut watch::Receiver<bool>, deadline: Instant) {
     tokio::select! {
         _ = raised => {}
         _ = tokio::time::sleep_until(deadline) => {}
+    }
+}
+
+/// Pause before a driver tries again to open a session that could not be opened.
+const RECONNECT_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// A session for a new process of a driver's `slot` (see [`Session::open`]), trying again
+/// every 250 ms until one opens; `None` when the run ends first (`stop` raised or `deadline`
+/// passed).
+pub async fn open_session(
+    ids: &ProcessIds,
+    endpoints: &[NodeEndpoint],
+    slot: usize,
+    options: &ClientOptions,
+    stop: &mut watch::Receiver<bool>,
+    deadline: Instant,
+) -> Option<Session> {
+    loop {
+        tokio::select! {
+            _ = ended(stop, deadline) => return None,
+            opened = Session::open(ids, endpoints, slot, options) => match opened {
+                Ok(session) => return Some(session),
+                Err(e) => tracing::debug!(slot, "cannot open a session: {e}"),
+            },
+        }
+        tokio::select! {
+            _ = ended(stop, deadline) => return None,
+            _ = tokio::time::sleep(RECONNECT_DELAY) => {}
+        }
     }
 }
 

@@ -43,6 +43,11 @@ impl Process {
     pub const NEMESIS: Process = Process::Nemesis(NemesisTag::Nemesis);
 }
 
+/// How the error of an operation that the end of the run cut short begins (e.g. `abandoned:
+/// the run ended while waiting for the lock`): the operation ended `info` because the test was
+/// over, not because of anything ZooKeeper did.
+pub const ABANDONED: &str = "abandoned";
+
 /// One line of `history.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Op {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::barrier::BarrierConfig;
 use super::election::ElectionConfig;
 use super::lock::LockConfig;
 use super::{Register, RegisterConfig, Workload};
@@ -21,6 +22,9 @@ pub enum WorkloadKind {
     /// A leader election recipe's candidates (the `election` section), run by
     /// `workload::election::driver`.
     Election,
+    /// A double barrier's processes (the `barrier` section), run by
+    /// `workload::barrier::driver`.
+    Barrier,
 }
 
 /// The contents of a workload file.
@@ -38,6 +42,9 @@ pub struct WorkloadFile {
     /// Settings of the election workloads.
     #[serde(default)]
     pub election: ElectionConfig,
+    /// Settings of the barrier workload.
+    #[serde(default)]
+    pub barrier: BarrierConfig,
     /// Rate, concurrency, time limit and nemesis schedule.
     #[serde(default)]
     pub generator: GeneratorConfig,
@@ -50,6 +57,7 @@ impl WorkloadFile {
             WorkloadKind::Register => self.register.validate()?,
             WorkloadKind::Lock => self.lock.validate()?,
             WorkloadKind::Election => self.election.validate()?,
+            WorkloadKind::Barrier => self.barrier.validate(self.generator.concurrency)?,
         }
         self.generator.validate()
     }
@@ -64,6 +72,9 @@ impl WorkloadFile {
             ),
             WorkloadKind::Election => anyhow::bail!(
                 "the election workload is run by workload::election::driver::run, not the generator"
+            ),
+            WorkloadKind::Barrier => anyhow::bail!(
+                "the barrier workload is run by workload::barrier::driver::run, not the generator"
             ),
         })
     }
@@ -84,6 +95,7 @@ mod tests {
             register: RegisterConfig::default(),
             lock: LockConfig::default(),
             election: ElectionConfig::default(),
+            barrier: BarrierConfig::default(),
             generator: GeneratorConfig::default(),
         };
         assert_eq!(file, defaults);

@@ -6,6 +6,7 @@
 //! nothing of SSH, nodes or faults, so new workloads (locks, elections, queues) plug into the
 //! same generator.
 
+pub mod barrier;
 pub mod election;
 mod file;
 mod herd;

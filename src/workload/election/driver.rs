@@ -24,14 +24,11 @@ use super::office::Office;
 use super::recipe::Recipe;
 use super::ElectionConfig;
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended};
+use crate::generator::{self, ended, open_session};
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
 use crate::workload::lock::OnDisconnect;
 use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
-
-/// Pause before trying again to open a session that could not be opened.
-const RECONNECT_DELAY: Duration = Duration::from_millis(250);
 
 /// What an election run does: the settings, how many candidates, for how long, against which
 /// servers.
@@ -222,24 +219,10 @@ async fn candidate(
     let mut tally = Tally::default();
     let mut session: Option<Session> = None;
     while !*stop.borrow() && Instant::now() < deadline {
-        if session.as_ref().is_some_and(Session::is_dead) {
-            session = None;
-        }
-        let Some(current) = &session else {
-            let opening = Session::open(&shared.ids, &shared.endpoints, slot, &shared.options);
-            tokio::select! {
-                _ = ended(&mut stop, deadline) => break,
-                opened = opening => match opened {
-                    Ok(s) => session = Some(s),
-                    Err(e) => {
-                        tracing::debug!(slot, "cannot open a session: {e}");
-                        tokio::select! {
-                            _ = ended(&mut stop, deadline) => break,
-                            _ = tokio::time::sleep(RECONNECT_DELAY) => {}
-                        }
-                    }
-                },
-            }
+        let Some(current) = session.as_ref().filter(|s| !s.is_dead()) else {
+            let (ids, endpoints) = (&shared.ids, &shared.endpoints);
+            session =
+                open_session(ids, endpoints, slot, &shared.options, &mut stop, deadline).await;
             continue;
         };
         match round(shared, current, deadline, &mut stop, &mut tally).await? {

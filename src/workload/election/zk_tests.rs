@@ -130,6 +130,7 @@ async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
     let file = WorkloadFile {
         workload: WorkloadKind::Election,
         register: Default::default(),
+        barrier: Default::default(),
         lock: Default::default(),
         election: ElectionConfig {
             recipe: ElectionRecipe::Fair,

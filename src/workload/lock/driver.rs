@@ -26,13 +26,10 @@ use super::recipe::Recipe;
 use super::resource::Resource;
 use super::{lock_latencies, LockConfig, LockLatencies, RecipeKind, ResourceStats};
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended};
+use crate::generator::{self, ended, open_session};
 use crate::history::{Meta, OpType, Process, Recorder};
 use crate::nemesis::Nemesis;
 use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
-
-/// Pause before trying again to open a session that could not be opened.
-const RECONNECT_DELAY: Duration = Duration::from_millis(250);
 
 /// What a lock run does: the settings, how many contenders, for how long, against which
 /// servers.
@@ -243,24 +240,10 @@ async fn contend(
     let mut tally = Tally::default();
     let mut session: Option<Session> = None;
     while !is_raised(&stop) && Instant::now() < deadline {
-        if session.as_ref().is_some_and(Session::is_dead) {
-            session = None;
-        }
-        let Some(current) = &session else {
-            let opening = Session::open(&shared.ids, &shared.endpoints, slot, &shared.options);
-            tokio::select! {
-                _ = ended(&mut stop, deadline) => break,
-                opened = opening => match opened {
-                    Ok(s) => session = Some(s),
-                    Err(e) => {
-                        tracing::debug!(slot, "cannot open a session: {e}");
-                        tokio::select! {
-                            _ = ended(&mut stop, deadline) => break,
-                            _ = tokio::time::sleep(RECONNECT_DELAY) => {}
-                        }
-                    }
-                },
-            }
+        let Some(current) = session.as_ref().filter(|s| !s.is_dead()) else {
+            let (ids, endpoints) = (&shared.ids, &shared.endpoints);
+            session =
+                open_session(ids, endpoints, slot, &shared.options, &mut stop, deadline).await;
             continue;
         };
         match round(shared, current, deadline, &mut stop, &mut tally).await? {

@@ -266,6 +266,7 @@ async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRun
     let file = WorkloadFile {
         workload: WorkloadKind::Lock,
         register: Default::default(),
+        barrier: Default::default(),
         election: Default::default(),
         lock: LockConfig {
             recipe: RecipeKind::Sequential,
@@ -362,6 +363,7 @@ async fn through_kills(recipe: RecipeKind) {
     let file = WorkloadFile {
         workload: WorkloadKind::Lock,
         register: Default::default(),
+        barrier: Default::default(),
         election: Default::default(),
         lock: LockConfig {
             op_timeout: ms(1000),
