@@ -6,9 +6,11 @@
 //! session, takes its place, so a process never has two operations open.
 
 mod outcome;
+mod requests;
 mod session;
 #[cfg(test)]
 pub mod test_server;
 
 pub use outcome::{classify, OpError};
+pub use requests::Requests;
 pub use session::{setup_session, ClientOptions, Connect, NodeEndpoint, ProcessIds, Session};

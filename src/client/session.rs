@@ -8,6 +8,9 @@ use zookeeper_client::Client;
 
 use super::OpError;
 
+/// Pause before trying again to open a session that could not be opened.
+const RECONNECT_DELAY: Duration = Duration::from_millis(250);
+
 /// A ZooKeeper server a client can connect to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeEndpoint {
@@ -107,6 +110,32 @@ impl Session {
             node,
             client,
         })
+    }
+
+    /// Opens a session for a new process in slot `slot` as [`Session::open`] does, trying
+    /// again after a short pause while none can be opened, until `end` completes (then
+    /// `None`).
+    pub async fn open_retrying(
+        ids: &ProcessIds,
+        endpoints: &[NodeEndpoint],
+        slot: usize,
+        options: &ClientOptions,
+        end: impl std::future::Future<Output = ()>,
+    ) -> Option<Session> {
+        tokio::pin!(end);
+        loop {
+            tokio::select! {
+                _ = &mut end => return None,
+                opened = Session::open(ids, endpoints, slot, options) => match opened {
+                    Ok(session) => return Some(session),
+                    Err(e) => tracing::debug!(slot, "cannot open a session: {e}"),
+                },
+            }
+            tokio::select! {
+                _ = &mut end => return None,
+                _ = tokio::time::sleep(RECONNECT_DELAY) => {}
+            }
+        }
     }
 
     /// Whether the session can no longer serve requests (expired, closed, auth failed).

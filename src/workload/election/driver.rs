@@ -22,17 +22,14 @@ use tokio::time::Instant;
 use zookeeper_client::{SessionState, StateWatcher};
 
 use super::office::Office;
-use super::recipe::{Recipe, Requests};
+use super::recipe::Recipe;
 use super::ElectionConfig;
-use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
+use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Requests, Session};
 use crate::generator::{self, ended};
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
 use crate::workload::lock::OnDisconnect;
 use crate::workload::WorkloadFile;
-
-/// Pause before trying again to open a session that could not be opened.
-const RECONNECT_DELAY: Duration = Duration::from_millis(250);
 
 /// What an election run does: the settings, how many candidates, for how long, against which
 /// servers.
@@ -221,19 +218,11 @@ async fn candidate(
             session = None;
         }
         let Some(current) = &session else {
-            let opening = Session::open(&shared.ids, &shared.endpoints, slot, &shared.options);
-            tokio::select! {
-                _ = ended(&mut stop, deadline) => break,
-                opened = opening => match opened {
-                    Ok(s) => session = Some(s),
-                    Err(e) => {
-                        tracing::debug!(slot, "cannot open a session: {e}");
-                        tokio::select! {
-                            _ = ended(&mut stop, deadline) => break,
-                            _ = tokio::time::sleep(RECONNECT_DELAY) => {}
-                        }
-                    }
-                },
+            let end = ended(&mut stop, deadline);
+            let (ids, endpoints) = (&shared.ids, &shared.endpoints);
+            match Session::open_retrying(ids, endpoints, slot, &shared.options, end).await {
+                Some(opened) => session = Some(opened),
+                None => break,
             }
             continue;
         };

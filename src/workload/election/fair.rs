@@ -6,8 +6,8 @@
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use super::recipe::{Requests, Won};
-use crate::client::OpError;
+use super::recipe::Won;
+use crate::client::{OpError, Requests};
 
 const PREFIX: &str = "c-";
 

@@ -5,8 +5,8 @@
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use super::recipe::{Requests, Won};
-use crate::client::OpError;
+use super::recipe::Won;
+use crate::client::{OpError, Requests};
 
 /// The leader node under the election's directory.
 fn leader_node(dir: &str) -> String {

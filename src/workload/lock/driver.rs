@@ -32,9 +32,6 @@ use crate::history::{Meta, OpType, Process, Recorder};
 use crate::nemesis::Nemesis;
 use crate::workload::WorkloadFile;
 
-/// Pause before trying again to open a session that could not be opened.
-const RECONNECT_DELAY: Duration = Duration::from_millis(250);
-
 /// What a lock run does: the settings, how many contenders, for how long, against which
 /// servers.
 #[derive(Debug, Clone)]
@@ -240,19 +237,11 @@ async fn contend(
             session = None;
         }
         let Some(current) = &session else {
-            let opening = Session::open(&shared.ids, &shared.endpoints, slot, &shared.options);
-            tokio::select! {
-                _ = ended(&mut stop, deadline) => break,
-                opened = opening => match opened {
-                    Ok(s) => session = Some(s),
-                    Err(e) => {
-                        tracing::debug!(slot, "cannot open a session: {e}");
-                        tokio::select! {
-                            _ = ended(&mut stop, deadline) => break,
-                            _ = tokio::time::sleep(RECONNECT_DELAY) => {}
-                        }
-                    }
-                },
+            let end = ended(&mut stop, deadline);
+            let (ids, endpoints) = (&shared.ids, &shared.endpoints);
+            match Session::open_retrying(ids, endpoints, slot, &shared.options, end).await {
+                Some(opened) => session = Some(opened),
+                None => break,
             }
             continue;
         };
