@@ -10,11 +10,11 @@ use tokio::sync::watch;
 use super::driver::{run_candidates, CandidateRun};
 use super::{ElectionConfig, ElectionRecipe, ElectionRunSummary};
 use crate::checker::election::check_election;
-use crate::client::test_server::ZkServer;
+use crate::client::test_server::{KillServer, ZkServer};
 use crate::client::NodeEndpoint;
 use crate::generator::GeneratorConfig;
 use crate::history::{Op, OpType, Recorder};
-use crate::nemesis::{BoxFuture, Nemesis};
+use crate::nemesis::Nemesis;
 use crate::workload::file::WorkloadKind;
 use crate::workload::WorkloadFile;
 
@@ -89,29 +89,6 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
         assert_eq!(verdict.failover.count + 1, verdict.terms, "{name}");
         assert!(verdict.failover.p50_ms < 60.0, "{name}: {verdict:?}");
         assert!(summary.notifications > 0, "{name}: {summary:?}");
-    }
-}
-
-/// Kills the ZooKeeper server (SIGKILL) and starts it again on stop.
-struct KillServer(Arc<std::sync::Mutex<ZkServer>>);
-
-impl Nemesis for KillServer {
-    fn kind(&self) -> &str {
-        "kill"
-    }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
-            Ok(serde_json::json!("killed"))
-        })
-    }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
-            Ok(serde_json::json!("restarted"))
-        })
     }
 }
 

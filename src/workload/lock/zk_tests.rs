@@ -14,7 +14,7 @@ use super::{LockConfig, LockRunSummary, OnDisconnect, RecipeKind};
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::result::Validity;
 use crate::checker::CheckOptions;
-use crate::client::test_server::ZkServer;
+use crate::client::test_server::{KillServer, ZkServer};
 use crate::client::NodeEndpoint;
 use crate::generator::GeneratorConfig;
 use crate::history::{Op, Recorder};
@@ -294,29 +294,6 @@ async fn a_holder_that_keeps_the_lock_while_isolated_overlaps_and_is_caught() {
     assert_eq!(verdict.valid, Validity::Valid, "assume-lost: {verdict:?}");
     assert!(summary.lost_while_holding >= 1, "assume-lost: {summary:?}");
     assert_eq!(summary.resource.max_inside, 1, "{summary:?}");
-}
-
-/// Kills the ZooKeeper server (SIGKILL) and starts it again on stop.
-struct KillServer(Arc<std::sync::Mutex<ZkServer>>);
-
-impl Nemesis for KillServer {
-    fn kind(&self) -> &str {
-        "kill"
-    }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
-            Ok(serde_json::json!("killed"))
-        })
-    }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
-            Ok(serde_json::json!("restarted"))
-        })
-    }
 }
 
 /// Runs `recipe` (assume-lost) with 4 contenders on its own server, killed and restarted in
