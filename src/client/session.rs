@@ -52,6 +52,20 @@ pub struct ClientOptions {
     pub session_timeout: Duration,
 }
 
+impl ClientOptions {
+    /// Checks the deadlines; the error names the field of workload file section `section`
+    /// (e.g. `lock.op_timeout`).
+    pub fn validate(&self, section: &str) -> Result<(), String> {
+        if self.op_timeout.is_zero() {
+            return Err(format!("{section}.op_timeout must be above 0"));
+        }
+        if self.session_timeout.is_zero() {
+            return Err(format!("{section}.session_timeout must be above 0"));
+        }
+        Ok(())
+    }
+}
+
 /// Hands out process ids: increasing from 0, never reused.
 #[derive(Debug, Default)]
 pub struct ProcessIds(AtomicU64);
@@ -202,6 +216,27 @@ mod tests {
             op_timeout: Duration::from_secs(5),
             session_timeout: Duration::from_secs(4),
         }
+    }
+
+    #[test]
+    fn zero_deadlines_are_named_by_section() {
+        assert!(options(Connect::Node).validate("queue").is_ok());
+        let no_op = ClientOptions {
+            op_timeout: Duration::ZERO,
+            ..options(Connect::Node)
+        };
+        assert_eq!(
+            no_op.validate("queue").unwrap_err(),
+            "queue.op_timeout must be above 0"
+        );
+        let no_session = ClientOptions {
+            session_timeout: Duration::ZERO,
+            ..options(Connect::Node)
+        };
+        assert_eq!(
+            no_session.validate("lock").unwrap_err(),
+            "lock.session_timeout must be above 0"
+        );
     }
 
     #[tokio::test]
