@@ -47,9 +47,6 @@ pub fn judge_run(
         "linearizable": linear,
         "zookeeper": zk,
     });
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
     let mut marked: Vec<u64> = linear
         .keys
         .values()
@@ -61,12 +58,7 @@ pub fn judge_run(
         })
         .collect();
     marked.extend(zk.marked_ops());
-    timeline::write(
-        &dir.join("timeline.html"),
-        ops,
-        &marked,
-        &dir.display().to_string(),
-    )?;
+    write_outputs(dir, &results, ops, &marked)?;
     let line = verdict_line(valid, &linear, &zk, aborted);
     Ok(Verdict {
         line,
@@ -93,9 +85,6 @@ pub fn judge_lock_run(
         (v, false) => v,
     };
     let results = json!({ "valid": valid, "aborted": aborted, "lock": lock, "run": summary });
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
     let marked: Vec<u64> = lock
         .lock_model
         .keys
@@ -107,12 +96,7 @@ pub fn judge_lock_run(
                 .flat_map(|op| std::iter::once(op.index).chain(op.completed))
         })
         .collect();
-    timeline::write(
-        &dir.join("timeline.html"),
-        ops,
-        &marked,
-        &dir.display().to_string(),
-    )?;
+    write_outputs(dir, &results, ops, &marked)?;
     let me = &lock.mutual_exclusion;
     let line = format!(
         "verdict: {}; mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}",
@@ -147,15 +131,7 @@ pub fn judge_election_run(
     };
     let results =
         json!({ "valid": valid, "aborted": aborted, "election": election, "run": summary });
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    timeline::write(
-        &dir.join("timeline.html"),
-        ops,
-        &[],
-        &dir.display().to_string(),
-    )?;
+    write_outputs(dir, &results, ops, &[])?;
     let line = format!(
         "verdict: {}; election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms",
         overall_word(valid, aborted),
@@ -171,6 +147,25 @@ pub fn judge_election_run(
         line,
         exit_code: valid.exit_code(),
     })
+}
+
+/// Writes `results` as `results.json` and the timeline of `ops` (with the `marked` op
+/// indices highlighted) as `timeline.html` into `dir`.
+fn write_outputs(
+    dir: &Path,
+    results: &serde_json::Value,
+    ops: &[Op],
+    marked: &[u64],
+) -> anyhow::Result<()> {
+    let path = dir.join("results.json");
+    std::fs::write(&path, serde_json::to_string_pretty(results)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    timeline::write(
+        &dir.join("timeline.html"),
+        ops,
+        marked,
+        &dir.display().to_string(),
+    )
 }
 
 fn overall_word(valid: Validity, aborted: Option<&str>) -> String {
