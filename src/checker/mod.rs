@@ -17,6 +17,7 @@ pub mod linearizability;
 pub mod model;
 pub mod models;
 pub mod mutex_overlap;
+pub mod queue;
 pub mod result;
 pub mod search;
 pub mod shrink;

@@ -23,6 +23,7 @@ use crate::nemesis::{self, Ending, NemesisConfig};
 use crate::progress::Progress;
 use crate::workload::election::{self, ElectionRunSummary};
 use crate::workload::lock::{self, LockRunSummary};
+use crate::workload::queue::{self, QueueRunSummary};
 use crate::workload::{WorkloadFile, WorkloadKind};
 
 /// Arguments of `stampede test`.
@@ -193,6 +194,20 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             })
             .await
         }
+        WorkloadKind::Queue => {
+            let run = queue::run(
+                &workload_file,
+                &stamp,
+                endpoints,
+                nemeses,
+                recorder.clone(),
+                cancel_rx,
+            );
+            nemesis::guarded(&control, db.as_ref(), on_signal, async {
+                run.await.map(|s| RunOutcome::Queue(Box::new(s)))
+            })
+            .await
+        }
     };
     progress.finish();
     let mntr_after = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
@@ -245,6 +260,13 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
                 _ => None,
             };
             super::verdict::judge_election_run(&dir, &ops, summary, aborted.as_deref())?
+        }
+        WorkloadKind::Queue => {
+            let summary = match &outcome {
+                Some(RunOutcome::Queue(summary)) => Some(serde_json::to_value(summary)?),
+                _ => None,
+            };
+            super::verdict::judge_queue_run(&dir, &ops, summary, aborted.as_deref())?
         }
     };
     if let Err(e) = crate::report::write_plots(&ops, &dir) {
@@ -357,6 +379,7 @@ enum RunOutcome {
     Register(RunSummary),
     Lock(Box<LockRunSummary>),
     Election(Box<ElectionRunSummary>),
+    Queue(Box<QueueRunSummary>),
 }
 
 impl RunOutcome {
@@ -366,6 +389,7 @@ impl RunOutcome {
             RunOutcome::Register(s) => &s.heal_failures,
             RunOutcome::Lock(s) => &s.heal_failures,
             RunOutcome::Election(s) => &s.heal_failures,
+            RunOutcome::Queue(s) => &s.heal_failures,
         }
     }
 }

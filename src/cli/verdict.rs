@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::checker::election::check_election;
 use crate::checker::formats::{self, Format};
 use crate::checker::mutex_overlap::check_lock_history;
+use crate::checker::queue::check_queue;
 use crate::checker::result::{CheckResult, Validity};
 use crate::checker::zookeeper::{self, ZkOptions, ZkReport};
 use crate::checker::{check_history, timeline, CheckOptions};
@@ -149,6 +150,50 @@ pub fn judge_election_run(
     })
 }
 
+/// Checks the history of a queue run (`ops`, in `dir`): every acknowledged value dequeued
+/// exactly once, nothing dequeued that was not enqueued, FIFO order; writes `results.json`
+/// (with the run's `summary`) and `timeline.html` into `dir`, and returns the verdict. A
+/// queue not drained leaves the verdict unknown. `aborted` says why a run stopped early.
+pub fn judge_queue_run(
+    dir: &Path,
+    ops: &[Op],
+    summary: Option<serde_json::Value>,
+    aborted: Option<&str>,
+) -> anyhow::Result<Verdict> {
+    let queue = check_queue(ops).context("checking the queue")?;
+    let valid = match (queue.valid, queue.drained && aborted.is_none()) {
+        (false, _) => Validity::Invalid,
+        (true, false) => Validity::Unknown,
+        (true, true) => Validity::Valid,
+    };
+    let results = json!({ "valid": valid, "aborted": aborted, "queue": queue, "run": summary });
+    write_outputs(dir, &results, ops, &[])?;
+    let remaining = match queue.drained {
+        true => "drained".to_string(),
+        false => format!(
+            "NOT drained: {} acknowledged values remaining",
+            queue.remaining.len()
+        ),
+    };
+    let line = format!(
+        "verdict: {}; queue: {} enqueued ({} info), {} dequeued ({} info), {} lost, {} duplicated, {} phantom, {} reordered, {} possibly consumed, {remaining}",
+        overall_word(valid, aborted),
+        queue.enqueue_ok,
+        queue.enqueue_info,
+        queue.dequeue_ok,
+        queue.dequeue_info,
+        queue.lost.len(),
+        queue.duplicated.len(),
+        queue.phantom.len(),
+        queue.reordered.len(),
+        queue.possibly_consumed.len(),
+    );
+    Ok(Verdict {
+        line,
+        exit_code: valid.exit_code(),
+    })
+}
+
 /// Writes `results` as `results.json` and the timeline of `ops` (with the `marked` op
 /// indices highlighted) as `timeline.html` into `dir`.
 fn write_outputs(
@@ -268,6 +313,11 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
             let summary =
                 previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
             judge_election_run(dir, &ops, summary, aborted.as_deref())?
+        }
+        Some(w) if w.workload == crate::workload::WorkloadKind::Queue => {
+            let summary =
+                previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
+            judge_queue_run(dir, &ops, summary, aborted.as_deref())?
         }
         w => judge_run(
             dir,

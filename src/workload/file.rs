@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::election::ElectionConfig;
 use super::lock::LockConfig;
+use super::queue::QueueConfig;
 use super::{Register, RegisterConfig, Workload};
 use crate::generator::GeneratorConfig;
 
@@ -21,6 +22,9 @@ pub enum WorkloadKind {
     /// A leader election recipe's candidates (the `election` section), run by
     /// `workload::election::driver`.
     Election,
+    /// A FIFO queue's producers and consumers (the `queue` section), run by
+    /// `workload::queue::driver`.
+    Queue,
 }
 
 /// The contents of a workload file.
@@ -38,6 +42,9 @@ pub struct WorkloadFile {
     /// Settings of the election workloads.
     #[serde(default)]
     pub election: ElectionConfig,
+    /// Settings of the queue workload.
+    #[serde(default)]
+    pub queue: QueueConfig,
     /// Rate, concurrency, time limit and nemesis schedule.
     #[serde(default)]
     pub generator: GeneratorConfig,
@@ -50,6 +57,7 @@ impl WorkloadFile {
             WorkloadKind::Register => self.register.validate()?,
             WorkloadKind::Lock => self.lock.validate()?,
             WorkloadKind::Election => self.election.validate()?,
+            WorkloadKind::Queue => self.queue.validate(self.generator.concurrency)?,
         }
         self.generator.validate()
     }
@@ -64,6 +72,9 @@ impl WorkloadFile {
             ),
             WorkloadKind::Election => anyhow::bail!(
                 "the election workload is run by workload::election::driver::run, not the generator"
+            ),
+            WorkloadKind::Queue => anyhow::bail!(
+                "the queue workload is run by workload::queue::driver::run, not the generator"
             ),
         })
     }
@@ -84,6 +95,7 @@ mod tests {
             register: RegisterConfig::default(),
             lock: LockConfig::default(),
             election: ElectionConfig::default(),
+            queue: QueueConfig::default(),
             generator: GeneratorConfig::default(),
         };
         assert_eq!(file, defaults);

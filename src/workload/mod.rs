@@ -10,6 +10,7 @@ pub mod election;
 mod file;
 mod keys;
 pub mod lock;
+pub mod queue;
 mod register;
 
 use std::collections::BTreeSet;

@@ -108,6 +108,7 @@ async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
             session_timeout: ms(3000),
             ..ElectionConfig::default()
         },
+        queue: Default::default(),
         generator: GeneratorConfig {
             concurrency: 4,
             time_limit: ms(12000),

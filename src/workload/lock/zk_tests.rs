@@ -232,6 +232,7 @@ async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRun
         workload: WorkloadKind::Lock,
         register: Default::default(),
         election: Default::default(),
+        queue: Default::default(),
         lock: LockConfig {
             recipe: RecipeKind::Sequential,
             on_disconnect: policy,
@@ -305,6 +306,7 @@ async fn through_kills(recipe: RecipeKind) {
         workload: WorkloadKind::Lock,
         register: Default::default(),
         election: Default::default(),
+        queue: Default::default(),
         lock: LockConfig {
             op_timeout: ms(1000),
             session_timeout: ms(3000),
