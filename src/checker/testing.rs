@@ -11,6 +11,7 @@ pub struct Line {
     value: serde_json::Value,
     key: Option<String>,
     version: Option<i32>,
+    error: Option<String>,
 }
 
 impl Line {
@@ -39,12 +40,19 @@ impl Line {
             value,
             key: None,
             version: None,
+            error: None,
         }
     }
 
     /// The same line on `key`.
     pub fn key(mut self, key: &str) -> Line {
         self.key = Some(key.to_string());
+        self
+    }
+
+    /// The same line with `error`.
+    pub fn error(mut self, error: &str) -> Line {
+        self.error = Some(error.to_string());
         self
     }
 
@@ -69,7 +77,7 @@ pub fn history(lines: &[Line]) -> Vec<Op> {
             value: l.value.clone(),
             key: l.key.clone(),
             node: None,
-            error: None,
+            error: l.error.clone(),
             zxid: None,
             version: l.version,
         })

@@ -25,6 +25,7 @@ use crate::progress::Progress;
 use crate::workload::barrier::{self, BarrierRunSummary};
 use crate::workload::election::{self, ElectionRunSummary};
 use crate::workload::lock::{self, LockRunSummary};
+use crate::workload::queue::{self, QueueRunSummary};
 use crate::workload::{WorkloadFile, WorkloadKind};
 
 /// Arguments of `stampede test`.
@@ -209,6 +210,20 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             })
             .await
         }
+        WorkloadKind::Queue => {
+            let run = queue::run(
+                &workload_file,
+                &stamp,
+                endpoints,
+                nemeses,
+                recorder.clone(),
+                cancel_rx,
+            );
+            nemesis::guarded(&control, db.as_ref(), on_signal, async {
+                run.await.map(|s| RunOutcome::Queue(Box::new(s)))
+            })
+            .await
+        }
     };
     progress.finish();
     let mntr_after = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
@@ -278,6 +293,13 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             let cfg = &workload_file;
             let threshold = cfg.barrier.threshold_for(cfg.generator.concurrency) as u64;
             super::verdict::judge_barrier_run(&dir, &ops, threshold, summary, aborted.as_deref())?
+        }
+        WorkloadKind::Queue => {
+            let summary = match &outcome {
+                Some(RunOutcome::Queue(summary)) => Some(serde_json::to_value(summary)?),
+                _ => None,
+            };
+            super::verdict::judge_queue_run(&dir, &ops, summary, aborted.as_deref())?
         }
     };
     if let Err(e) = crate::report::write_plots(&ops, &dir) {
@@ -387,6 +409,7 @@ enum RunOutcome {
     Lock(Box<LockRunSummary>),
     Election(Box<ElectionRunSummary>),
     Barrier(Box<BarrierRunSummary>),
+    Queue(Box<QueueRunSummary>),
 }
 
 impl RunOutcome {
@@ -397,6 +420,7 @@ impl RunOutcome {
             RunOutcome::Lock(s) => &s.heal_failures,
             RunOutcome::Election(s) => &s.heal_failures,
             RunOutcome::Barrier(s) => &s.heal_failures,
+            RunOutcome::Queue(s) => &s.heal_failures,
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::checker::election::check_election;
 use crate::checker::formats::{self, Format};
 use crate::checker::liveness::{self, LivenessOptions, LivenessReport};
 use crate::checker::mutex_overlap::check_lock_history;
+use crate::checker::queue::check_queue;
 use crate::checker::result::{CheckResult, Validity};
 use crate::checker::zookeeper::{self, ZkOptions, ZkReport};
 use crate::checker::{check_history, timeline, CheckOptions};
@@ -49,9 +50,6 @@ pub fn judge_run(
         "linearizable": linear,
         "zookeeper": zk,
     });
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
     let mut marked: Vec<u64> = linear
         .keys
         .values()
@@ -63,12 +61,7 @@ pub fn judge_run(
         })
         .collect();
     marked.extend(zk.marked_ops());
-    timeline::write(
-        &dir.join("timeline.html"),
-        ops,
-        &marked,
-        &dir.display().to_string(),
-    )?;
+    write_outputs(dir, &results, ops, &marked)?;
     let line = verdict_line(valid, &linear, &zk, aborted);
     Ok(Verdict {
         line,
@@ -104,9 +97,6 @@ pub fn judge_lock_run(
         "liveness": liveness,
         "run": summary,
     });
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
     let marked: Vec<u64> = lock
         .lock_model
         .keys
@@ -118,12 +108,7 @@ pub fn judge_lock_run(
                 .flat_map(|op| std::iter::once(op.index).chain(op.completed))
         })
         .collect();
-    timeline::write(
-        &dir.join("timeline.html"),
-        ops,
-        &marked,
-        &dir.display().to_string(),
-    )?;
+    write_outputs(dir, &results, ops, &marked)?;
     let me = &lock.mutual_exclusion;
     let line = format!(
         "verdict: {}; mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}; liveness: {}",
@@ -167,15 +152,7 @@ pub fn judge_election_run(
         "liveness": liveness,
         "run": summary,
     });
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    timeline::write(
-        &dir.join("timeline.html"),
-        ops,
-        &[],
-        &dir.display().to_string(),
-    )?;
+    write_outputs(dir, &results, ops, &[])?;
     let line = format!(
         "verdict: {}; election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms; liveness: {}",
         overall_word(valid, aborted),
@@ -228,15 +205,7 @@ pub fn judge_barrier_run(
         (true, false) => Validity::Valid,
     };
     let results = json!({ "valid": valid, "aborted": aborted, "barrier": barrier, "run": summary });
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    timeline::write(
-        &dir.join("timeline.html"),
-        ops,
-        &barrier.marked_ops(),
-        &dir.display().to_string(),
-    )?;
+    write_outputs(dir, &results, ops, &barrier.marked_ops())?;
     let line = format!(
         "verdict: {}; barrier: {} early enters, {} early leaves in {} rounds ({} completed, threshold {}), {} gave up, {} stalled after the last heal",
         overall_word(valid, aborted),
@@ -252,6 +221,69 @@ pub fn judge_barrier_run(
         line,
         exit_code: valid.exit_code(),
     })
+}
+
+/// Checks the history of a queue run (`ops`, in `dir`): every acknowledged value dequeued
+/// exactly once, nothing dequeued that was not enqueued, FIFO order; writes `results.json`
+/// (with the run's `summary`) and `timeline.html` into `dir`, and returns the verdict. A
+/// queue not drained leaves the verdict unknown. `aborted` says why a run stopped early.
+pub fn judge_queue_run(
+    dir: &Path,
+    ops: &[Op],
+    summary: Option<serde_json::Value>,
+    aborted: Option<&str>,
+) -> anyhow::Result<Verdict> {
+    let queue = check_queue(ops).context("checking the queue")?;
+    let valid = match (queue.valid, queue.drained && aborted.is_none()) {
+        (false, _) => Validity::Invalid,
+        (true, false) => Validity::Unknown,
+        (true, true) => Validity::Valid,
+    };
+    let results = json!({ "valid": valid, "aborted": aborted, "queue": queue, "run": summary });
+    write_outputs(dir, &results, ops, &[])?;
+    let remaining = match queue.drained {
+        true => "drained".to_string(),
+        false => format!(
+            "NOT drained: {} acknowledged values remaining",
+            queue.remaining.len()
+        ),
+    };
+    let line = format!(
+        "verdict: {}; queue: {} enqueued ({} info), {} dequeued ({} info), {} lost, {} duplicated, {} phantom, {} reordered, {} possibly consumed, {remaining}",
+        overall_word(valid, aborted),
+        queue.enqueue_ok,
+        queue.enqueue_info,
+        queue.dequeue_ok,
+        queue.dequeue_info,
+        queue.lost.len(),
+        queue.duplicated.len(),
+        queue.phantom.len(),
+        queue.reordered.len(),
+        queue.possibly_consumed.len(),
+    );
+    Ok(Verdict {
+        line,
+        exit_code: valid.exit_code(),
+    })
+}
+
+/// Writes `results` as `results.json` and the timeline of `ops` (with the `marked` op
+/// indices highlighted) as `timeline.html` into `dir`.
+fn write_outputs(
+    dir: &Path,
+    results: &serde_json::Value,
+    ops: &[Op],
+    marked: &[u64],
+) -> anyhow::Result<()> {
+    let path = dir.join("results.json");
+    std::fs::write(&path, serde_json::to_string_pretty(results)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    timeline::write(
+        &dir.join("timeline.html"),
+        ops,
+        marked,
+        &dir.display().to_string(),
+    )
 }
 
 fn overall_word(valid: Validity, aborted: Option<&str>) -> String {
@@ -363,6 +395,11 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
                 previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
             let threshold = w.barrier.threshold_for(w.generator.concurrency) as u64;
             judge_barrier_run(dir, &ops, threshold, summary, aborted.as_deref())?
+        }
+        Some(w) if w.workload == crate::workload::WorkloadKind::Queue => {
+            let summary =
+                previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
+            judge_queue_run(dir, &ops, summary, aborted.as_deref())?
         }
         w => judge_run(
             dir,

@@ -8,6 +8,9 @@ use zookeeper_client::Client;
 
 use super::OpError;
 
+/// Pause before trying again to open a session that could not be opened.
+const RECONNECT_DELAY: Duration = Duration::from_millis(250);
+
 /// A ZooKeeper server a client can connect to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeEndpoint {
@@ -47,6 +50,20 @@ pub struct ClientOptions {
     pub op_timeout: Duration,
     /// The session timeout asked of ZooKeeper.
     pub session_timeout: Duration,
+}
+
+impl ClientOptions {
+    /// Checks the deadlines; the error names the field of workload file section `section`
+    /// (e.g. `lock.op_timeout`).
+    pub fn validate(&self, section: &str) -> Result<(), String> {
+        if self.op_timeout.is_zero() {
+            return Err(format!("{section}.op_timeout must be above 0"));
+        }
+        if self.session_timeout.is_zero() {
+            return Err(format!("{section}.session_timeout must be above 0"));
+        }
+        Ok(())
+    }
 }
 
 /// Hands out process ids: increasing from 0, never reused.
@@ -107,6 +124,32 @@ impl Session {
             node,
             client,
         })
+    }
+
+    /// Opens a session for a new process in slot `slot` as [`Session::open`] does, trying
+    /// again after a short pause while none can be opened, until `end` completes (then
+    /// `None`).
+    pub async fn open_retrying(
+        ids: &ProcessIds,
+        endpoints: &[NodeEndpoint],
+        slot: usize,
+        options: &ClientOptions,
+        end: impl std::future::Future<Output = ()>,
+    ) -> Option<Session> {
+        tokio::pin!(end);
+        loop {
+            tokio::select! {
+                _ = &mut end => return None,
+                opened = Session::open(ids, endpoints, slot, options) => match opened {
+                    Ok(session) => return Some(session),
+                    Err(e) => tracing::debug!(slot, "cannot open a session: {e}"),
+                },
+            }
+            tokio::select! {
+                _ = &mut end => return None,
+                _ = tokio::time::sleep(RECONNECT_DELAY) => {}
+            }
+        }
     }
 
     /// Whether the session can no longer serve requests (expired, closed, auth failed).
@@ -173,6 +216,27 @@ mod tests {
             op_timeout: Duration::from_secs(5),
             session_timeout: Duration::from_secs(4),
         }
+    }
+
+    #[test]
+    fn zero_deadlines_are_named_by_section() {
+        assert!(options(Connect::Node).validate("queue").is_ok());
+        let no_op = ClientOptions {
+            op_timeout: Duration::ZERO,
+            ..options(Connect::Node)
+        };
+        assert_eq!(
+            no_op.validate("queue").unwrap_err(),
+            "queue.op_timeout must be above 0"
+        );
+        let no_session = ClientOptions {
+            session_timeout: Duration::ZERO,
+            ..options(Connect::Node)
+        };
+        assert_eq!(
+            no_session.validate("lock").unwrap_err(),
+            "lock.session_timeout must be above 0"
+        );
     }
 
     #[tokio::test]

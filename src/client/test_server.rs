@@ -5,9 +5,11 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::NodeEndpoint;
+use crate::nemesis::{BoxFuture, Nemesis};
 
 /// The jars a standalone server needs (the netty and log4j ones are not).
 const CLASSPATH: &[&str] = &[
@@ -123,5 +125,28 @@ impl ZkServer {
 impl Drop for ZkServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A nemesis that kills the server (SIGKILL) on start and starts it again on stop.
+pub struct KillServer(pub Arc<Mutex<ZkServer>>);
+
+impl Nemesis for KillServer {
+    fn kind(&self) -> &str {
+        "kill"
+    }
+    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        let server = self.0.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
+            Ok(serde_json::json!("killed"))
+        })
+    }
+    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+        let server = self.0.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
+            Ok(serde_json::json!("restarted"))
+        })
     }
 }

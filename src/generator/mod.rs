@@ -6,6 +6,7 @@
 //! error, the future being dropped) no fault is left active.
 
 mod faults;
+mod slot;
 mod stop;
 mod worker;
 #[cfg(test)]
@@ -28,6 +29,8 @@ use crate::workload::Workload;
 use faults::HealGuard;
 use stop::Stop;
 use worker::{Counts, Shared, Worker};
+
+pub use slot::{Next, Slot};
 
 /// Pacing and timing of a test (the `generator` section of a workload file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

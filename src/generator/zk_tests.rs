@@ -8,7 +8,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::{run, GeneratorConfig, RunSummary};
-use crate::client::test_server::ZkServer;
+use crate::client::test_server::{KillServer, ZkServer};
 use crate::client::NodeEndpoint;
 use crate::client::{ClientOptions, OpError};
 use crate::config::Duration;
@@ -46,29 +46,6 @@ impl Nemesis for RecordingNemesis {
             self.stops.fetch_add(1, Ordering::SeqCst);
             self.active.store(false, Ordering::SeqCst);
             Ok(json!("healed"))
-        })
-    }
-}
-
-/// A nemesis that kills the ZooKeeper server and starts it again on stop.
-struct KillServer(Arc<Mutex<ZkServer>>);
-
-impl Nemesis for KillServer {
-    fn kind(&self) -> &str {
-        "kill"
-    }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
-            Ok(json!("killed"))
-        })
-    }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
-            Ok(json!("restarted"))
         })
     }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::barrier::BarrierConfig;
 use super::election::ElectionConfig;
 use super::lock::LockConfig;
+use super::queue::QueueConfig;
 use super::{Register, RegisterConfig, Workload};
 use crate::generator::GeneratorConfig;
 
@@ -25,6 +26,9 @@ pub enum WorkloadKind {
     /// A double barrier's processes (the `barrier` section), run by
     /// `workload::barrier::driver`.
     Barrier,
+    /// A FIFO queue's producers and consumers (the `queue` section), run by
+    /// `workload::queue::driver`.
+    Queue,
 }
 
 /// The contents of a workload file.
@@ -45,6 +49,9 @@ pub struct WorkloadFile {
     /// Settings of the barrier workload.
     #[serde(default)]
     pub barrier: BarrierConfig,
+    /// Settings of the queue workload.
+    #[serde(default)]
+    pub queue: QueueConfig,
     /// Rate, concurrency, time limit and nemesis schedule.
     #[serde(default)]
     pub generator: GeneratorConfig,
@@ -58,6 +65,7 @@ impl WorkloadFile {
             WorkloadKind::Lock => self.lock.validate()?,
             WorkloadKind::Election => self.election.validate()?,
             WorkloadKind::Barrier => self.barrier.validate(self.generator.concurrency)?,
+            WorkloadKind::Queue => self.queue.validate(self.generator.concurrency)?,
         }
         self.generator.validate()
     }
@@ -75,6 +83,9 @@ impl WorkloadFile {
             ),
             WorkloadKind::Barrier => anyhow::bail!(
                 "the barrier workload is run by workload::barrier::driver::run, not the generator"
+            ),
+            WorkloadKind::Queue => anyhow::bail!(
+                "the queue workload is run by workload::queue::driver::run, not the generator"
             ),
         })
     }
@@ -96,6 +107,7 @@ mod tests {
             lock: LockConfig::default(),
             election: ElectionConfig::default(),
             barrier: BarrierConfig::default(),
+            queue: QueueConfig::default(),
             generator: GeneratorConfig::default(),
         };
         assert_eq!(file, defaults);

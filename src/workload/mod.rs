@@ -12,6 +12,7 @@ mod file;
 mod herd;
 mod keys;
 pub mod lock;
+pub mod queue;
 mod register;
 mod requests;
 

@@ -24,7 +24,7 @@ use super::office::Office;
 use super::recipe::Recipe;
 use super::ElectionConfig;
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended, open_session};
+use crate::generator::{self, ended, Next, Slot};
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
 use crate::workload::lock::OnDisconnect;
@@ -95,16 +95,6 @@ struct Shared {
     office: Office,
     meter: HerdMeter,
     ids: ProcessIds,
-}
-
-/// How a round of one candidate ended.
-enum Round {
-    /// Resigned normally: pause, then campaign again with the same process.
-    Again,
-    /// The process is retired: open a new session before campaigning again.
-    Retire,
-    /// The run ended.
-    End,
 }
 
 /// Creates the election's znodes, then runs `run.candidates` candidates for `run.time_limit`
@@ -214,28 +204,23 @@ async fn candidate(
     shared: &Shared,
     slot: usize,
     deadline: Instant,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> io::Result<Tally> {
+    let slot = Slot {
+        ids: &shared.ids,
+        endpoints: &shared.endpoints,
+        options: &shared.options,
+        slot,
+        pause: shared.cfg.pause.0,
+    };
     let mut tally = Tally::default();
-    let mut session: Option<Session> = None;
-    while !*stop.borrow() && Instant::now() < deadline {
-        let Some(current) = session.as_ref().filter(|s| !s.is_dead()) else {
-            let (ids, endpoints) = (&shared.ids, &shared.endpoints);
-            session =
-                open_session(ids, endpoints, slot, &shared.options, &mut stop, deadline).await;
-            continue;
-        };
-        match round(shared, current, deadline, &mut stop, &mut tally).await? {
-            Round::Again => {
-                tokio::select! {
-                    _ = ended(&mut stop, deadline) => break,
-                    _ = tokio::time::sleep(shared.cfg.pause.0) => {}
-                }
-            }
-            Round::Retire => session = None,
-            Round::End => break,
-        }
-    }
+    slot.run(
+        deadline,
+        stop,
+        &mut (shared, &mut tally),
+        |session, stop, (shared, tally)| Box::pin(round(shared, session, deadline, stop, tally)),
+    )
+    .await?;
     Ok(tally)
 }
 
@@ -246,12 +231,12 @@ async fn round(
     deadline: Instant,
     stop: &mut watch::Receiver<bool>,
     tally: &mut Tally,
-) -> io::Result<Round> {
+) -> io::Result<Next> {
     let identity = session.process.to_string();
     let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
     let campaign = tokio::select! {
         biased;
-        _ = ended(stop, deadline) => return Ok(Round::End),
+        _ = ended(stop, deadline) => return Ok(Next::End),
         c = shared.recipe.campaign(&session.client, &identity, &mut req) => c,
     };
     let won = match campaign {
@@ -259,7 +244,7 @@ async fn round(
         Err(e) => {
             tracing::debug!(process = session.process, "campaign: {e}");
             tally.campaign_failed += 1;
-            return Ok(Round::Retire);
+            return Ok(Next::Retire);
         }
     };
     let office = &shared.office;
@@ -280,17 +265,17 @@ async fn round(
     shared.meter.released();
     if lost.is_some() {
         tally.lost_in_office += 1;
-        return Ok(Round::Retire);
+        return Ok(Next::Retire);
     }
     match shared.recipe.resign(&session.client, &won, &mut req).await {
         Ok(()) => {
             tally.resigned += 1;
-            Ok(Round::Again)
+            Ok(Next::Again)
         }
         Err(e) => {
             tracing::debug!(process = session.process, "resign: {e}");
             tally.resign_failed += 1;
-            Ok(Round::Retire)
+            Ok(Next::Retire)
         }
     }
 }

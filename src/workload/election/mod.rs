@@ -90,13 +90,7 @@ impl ElectionConfig {
         if self.tenure.0.is_zero() {
             return Err("election.tenure must be above 0".into());
         }
-        if self.op_timeout.0.is_zero() {
-            return Err("election.op_timeout must be above 0".into());
-        }
-        if self.session_timeout.0.is_zero() {
-            return Err("election.session_timeout must be above 0".into());
-        }
-        Ok(())
+        self.client_options().validate("election")
     }
 
     /// How candidates open their sessions.

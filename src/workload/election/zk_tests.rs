@@ -10,11 +10,11 @@ use tokio::sync::watch;
 use super::driver::{run_candidates, CandidateRun};
 use super::{ElectionConfig, ElectionRecipe, ElectionRunSummary};
 use crate::checker::election::check_election;
-use crate::client::test_server::ZkServer;
+use crate::client::test_server::{KillServer, ZkServer};
 use crate::client::NodeEndpoint;
 use crate::generator::GeneratorConfig;
 use crate::history::{Op, OpType, Recorder};
-use crate::nemesis::{BoxFuture, Nemesis};
+use crate::nemesis::Nemesis;
 use crate::workload::file::WorkloadKind;
 use crate::workload::WorkloadFile;
 
@@ -100,29 +100,6 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
     assert!(fair > 0.0 && unfair >= 2.0 * fair, "{per_change:?}");
 }
 
-/// Kills the ZooKeeper server (SIGKILL) and starts it again on stop.
-struct KillServer(Arc<std::sync::Mutex<ZkServer>>);
-
-impl Nemesis for KillServer {
-    fn kind(&self) -> &str {
-        "kill"
-    }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
-            Ok(serde_json::json!("killed"))
-        })
-    }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
-            Ok(serde_json::json!("restarted"))
-        })
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
     let server = Arc::new(std::sync::Mutex::new(ZkServer::start()));
@@ -140,6 +117,7 @@ async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
             session_timeout: ms(3000),
             ..ElectionConfig::default()
         },
+        queue: Default::default(),
         generator: GeneratorConfig {
             concurrency: 4,
             time_limit: ms(12000),

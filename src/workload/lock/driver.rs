@@ -26,7 +26,7 @@ use super::recipe::Recipe;
 use super::resource::Resource;
 use super::{lock_latencies, LockConfig, LockLatencies, RecipeKind, ResourceStats};
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended, open_session};
+use crate::generator::{self, ended, Next, Slot};
 use crate::history::{Meta, OpType, Process, Recorder};
 use crate::nemesis::Nemesis;
 use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
@@ -104,16 +104,6 @@ struct Shared {
     resource: Resource,
     meter: HerdMeter,
     ids: ProcessIds,
-}
-
-/// How a round of one contender ended.
-enum Round {
-    /// Released normally: pause, then contend again with the same process.
-    Again,
-    /// The process is retired: open a new session before contending again.
-    Retire,
-    /// The run ended.
-    End,
 }
 
 /// Creates the lock's znodes, then runs `run.contenders` contenders for `run.time_limit` (or
@@ -235,28 +225,23 @@ async fn contend(
     shared: &Shared,
     slot: usize,
     deadline: Instant,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> io::Result<Tally> {
+    let slot = Slot {
+        ids: &shared.ids,
+        endpoints: &shared.endpoints,
+        options: &shared.options,
+        slot,
+        pause: shared.cfg.pause.0,
+    };
     let mut tally = Tally::default();
-    let mut session: Option<Session> = None;
-    while !is_raised(&stop) && Instant::now() < deadline {
-        let Some(current) = session.as_ref().filter(|s| !s.is_dead()) else {
-            let (ids, endpoints) = (&shared.ids, &shared.endpoints);
-            session =
-                open_session(ids, endpoints, slot, &shared.options, &mut stop, deadline).await;
-            continue;
-        };
-        match round(shared, current, deadline, &mut stop, &mut tally).await? {
-            Round::Again => {
-                tokio::select! {
-                    _ = ended(&mut stop, deadline) => break,
-                    _ = tokio::time::sleep(shared.cfg.pause.0) => {}
-                }
-            }
-            Round::Retire => session = None,
-            Round::End => break,
-        }
-    }
+    slot.run(
+        deadline,
+        stop,
+        &mut (shared, &mut tally),
+        |session, stop, (shared, tally)| Box::pin(round(shared, session, deadline, stop, tally)),
+    )
+    .await?;
     Ok(tally)
 }
 
@@ -267,7 +252,7 @@ async fn round(
     deadline: Instant,
     stop: &mut watch::Receiver<bool>,
     tally: &mut Tally,
-) -> io::Result<Round> {
+) -> io::Result<Next> {
     let process = Process::Client(session.process);
     let meta = Meta {
         node: session.node.clone(),
@@ -289,7 +274,7 @@ async fn round(
             let error = Some("abandoned: the run ended while waiting for the lock".into());
             record(OpType::Info, "acquire", Value::Null, Meta { error, ..meta })?;
             tally.acquire_info += 1;
-            return Ok(Round::End);
+            return Ok(Next::End);
         }
         Some(Err(e)) => {
             let kind = classify(&e);
@@ -299,7 +284,7 @@ async fn round(
                 OpType::Fail => tally.acquire_failed += 1,
                 _ => tally.acquire_info += 1,
             }
-            return Ok(Round::Retire);
+            return Ok(Next::Retire);
         }
         Some(Ok(held)) => held,
     };
@@ -326,7 +311,7 @@ async fn round(
         tally.release_info += 1;
         let error = Some(reason);
         record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
-        return Ok(Round::Retire);
+        return Ok(Next::Retire);
     }
     shared.meter.released();
     let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
@@ -338,13 +323,13 @@ async fn round(
         Ok(()) => {
             record(OpType::Ok, "release", Value::Null, meta)?;
             tally.released += 1;
-            Ok(Round::Again)
+            Ok(Next::Again)
         }
         Err(e) => {
             let error = Some(e.to_string());
             record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
             tally.release_info += 1;
-            Ok(Round::Retire)
+            Ok(Next::Retire)
         }
     }
 }

@@ -129,13 +129,7 @@ impl LockConfig {
         if self.steps == 0 {
             return Err("lock.steps must be at least 1".into());
         }
-        if self.op_timeout.0.is_zero() {
-            return Err("lock.op_timeout must be above 0".into());
-        }
-        if self.session_timeout.0.is_zero() {
-            return Err("lock.session_timeout must be above 0".into());
-        }
-        Ok(())
+        self.client_options().validate("lock")
     }
 
     /// How contenders open their sessions.

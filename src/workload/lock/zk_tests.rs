@@ -15,7 +15,7 @@ use crate::checker::liveness::{self, LivenessOptions};
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::result::Validity;
 use crate::checker::CheckOptions;
-use crate::client::test_server::ZkServer;
+use crate::client::test_server::{KillServer, ZkServer};
 use crate::client::NodeEndpoint;
 use crate::generator::GeneratorConfig;
 use crate::history::{Op, Recorder};
@@ -268,6 +268,7 @@ async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRun
         register: Default::default(),
         barrier: Default::default(),
         election: Default::default(),
+        queue: Default::default(),
         lock: LockConfig {
             recipe: RecipeKind::Sequential,
             on_disconnect: policy,
@@ -332,29 +333,6 @@ async fn a_holder_that_keeps_the_lock_while_isolated_overlaps_and_is_caught() {
     assert_eq!(summary.resource.max_inside, 1, "{summary:?}");
 }
 
-/// Kills the ZooKeeper server (SIGKILL) and starts it again on stop.
-struct KillServer(Arc<std::sync::Mutex<ZkServer>>);
-
-impl Nemesis for KillServer {
-    fn kind(&self) -> &str {
-        "kill"
-    }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
-            Ok(serde_json::json!("killed"))
-        })
-    }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
-            Ok(serde_json::json!("restarted"))
-        })
-    }
-}
-
 /// Runs `recipe` (assume-lost) with 4 contenders on its own server, killed and restarted in
 /// turn, and checks the history.
 async fn through_kills(recipe: RecipeKind) {
@@ -365,6 +343,7 @@ async fn through_kills(recipe: RecipeKind) {
         register: Default::default(),
         barrier: Default::default(),
         election: Default::default(),
+        queue: Default::default(),
         lock: LockConfig {
             op_timeout: ms(1000),
             session_timeout: ms(3000),

@@ -1,0 +1,137 @@
+//! A distributed FIFO queue as ZooKeeper's recipe builds it, run by producers that enqueue
+//! unique values and consumers that take the oldest one.
+//!
+//! [`QueueConfig`] is the `queue` section of a workload file; [`run`] runs the producer and
+//! consumer slots against real ZooKeeper while the nemesis schedule injects faults, heals them,
+//! then lets the consumers drain the queue, recording `enqueue` and `dequeue` operations
+//! ([`driver`] says how) that `checker::queue` judges.
+
+pub mod driver;
+mod recipe;
+#[cfg(test)]
+mod zk_tests;
+
+use serde::{Deserialize, Serialize};
+
+use crate::client::{ClientOptions, Connect};
+use crate::config::Duration;
+
+pub use driver::{run, QueueRunSummary};
+
+/// Settings of the queue workload (the `queue` section of `workloads/queue.yaml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueConfig {
+    /// How many of the generator's `concurrency` process slots produce; the others consume.
+    pub producers: usize,
+    /// Pause between an enqueue and the same producer's next one.
+    pub pause: Duration,
+    /// After the time limit and the heal, how long consumers may take to empty the queue.
+    pub drain_timeout: Duration,
+    /// Node-bound sessions (`node`) or ensemble-wide ones (`ensemble`).
+    pub connect: Connect,
+    /// Client-side deadline of one request (and of opening a session).
+    pub op_timeout: Duration,
+    /// The ZooKeeper session timeout asked for.
+    pub session_timeout: Duration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> QueueConfig {
+        let ms = |n| Duration(std::time::Duration::from_millis(n));
+        QueueConfig {
+            producers: 2,
+            pause: ms(20),
+            drain_timeout: ms(30_000),
+            connect: Connect::Node,
+            op_timeout: ms(5000),
+            session_timeout: ms(10000),
+        }
+    }
+}
+
+impl QueueConfig {
+    /// Checks the values against the generator's `concurrency` (producers and consumers
+    /// share its slots); the error names the field and what is wrong with it.
+    pub fn validate(&self, concurrency: usize) -> Result<(), String> {
+        if self.producers == 0 {
+            return Err("queue.producers must be at least 1".into());
+        }
+        if self.producers >= concurrency {
+            return Err(format!(
+                "queue.producers must be below generator.concurrency ({concurrency}) to leave at \
+                 least 1 consumer, not {}",
+                self.producers
+            ));
+        }
+        if self.drain_timeout.0.is_zero() {
+            return Err("queue.drain_timeout must be above 0".into());
+        }
+        self.client_options().validate("queue")
+    }
+
+    /// How producers and consumers open their sessions.
+    pub fn client_options(&self) -> ClientOptions {
+        ClientOptions {
+            connect: self.connect,
+            op_timeout: self.op_timeout.0,
+            session_timeout: self.session_timeout.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_parse_and_typos_are_named() {
+        let cfg: QueueConfig =
+            serde_yaml_ng::from_str("producers: 3\npause: 0ms\ndrain_timeout: 1m\n").unwrap();
+        assert_eq!(cfg.producers, 3);
+        assert!(cfg.pause.0.is_zero());
+        assert_eq!(cfg.drain_timeout.0, std::time::Duration::from_secs(60));
+        assert_eq!(cfg.op_timeout, QueueConfig::default().op_timeout);
+        let err = serde_yaml_ng::from_str::<QueueConfig>("consumers: 3\n").unwrap_err();
+        assert!(err.to_string().contains("consumers"), "{err}");
+    }
+
+    #[test]
+    fn the_shipped_queue_file_holds_the_defaults() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/queue.yaml");
+        let file: crate::workload::WorkloadFile = crate::config::load(&path).unwrap();
+        assert_eq!(file.workload, crate::workload::file::WorkloadKind::Queue);
+        assert_eq!(file.queue, QueueConfig::default());
+        assert_eq!(file.generator, crate::generator::GeneratorConfig::default());
+        file.validate().unwrap();
+        let err = file.build("run-1", 7).err().expect("run by its driver");
+        assert!(err.to_string().contains("queue::driver::run"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let cfg = QueueConfig::default();
+        assert!(cfg.validate(3).is_ok());
+        assert_eq!(
+            cfg.validate(2).unwrap_err(),
+            "queue.producers must be below generator.concurrency (2) to leave at least 1 \
+             consumer, not 2"
+        );
+        let none = QueueConfig {
+            producers: 0,
+            ..QueueConfig::default()
+        };
+        assert_eq!(
+            none.validate(5).unwrap_err(),
+            "queue.producers must be at least 1"
+        );
+        let no_drain = QueueConfig {
+            drain_timeout: Duration(std::time::Duration::ZERO),
+            ..QueueConfig::default()
+        };
+        assert_eq!(
+            no_drain.validate(5).unwrap_err(),
+            "queue.drain_timeout must be above 0"
+        );
+    }
+}
