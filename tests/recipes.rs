@@ -1,6 +1,8 @@
-//! Integration tests of the lock recipes against a real 3-node ZooKeeper ensemble on a local
-//! cluster, through `stampede test`: the herd effect shows in the clients' and the servers' own
-//! counts, and isolating the current holder's node past its session timeout makes
+//! Integration tests of the recipes against a real 3-node ZooKeeper ensemble on a local
+//! cluster, through `stampede test`: every recipe (locks, elections, queue, barrier) is safe
+//! and live without faults; the sequential lock assuming loss stays safe and live through
+//! partitions and kills; the herd effect shows in the clients' and the servers' own counts;
+//! and isolating the current holder's node past its session timeout makes
 //! `on_disconnect: keep` overlap (and the checker say so) while `assume-lost` stays safe.
 //!
 //! A custom harness (`harness = false`) on a cluster of its own. Needs root on Linux.
@@ -10,25 +12,111 @@ mod common;
 use common::{last_line, text, TestCluster};
 use serde_json::Value;
 
-/// Runs a lock test and returns its exit code, verdict line and results.json.
-fn lock_test(
+/// Runs a recipe test and returns its exit code, verdict line, results.json and history.
+fn recipe_test(
     cluster: &TestCluster,
     workload: &str,
     nemesis: &str,
     sets: &[&str],
-) -> (Option<i32>, String, Value) {
+) -> (Option<i32>, String, Value, String) {
     let mut args = vec!["test", "--workload", workload, "--nemesis", nemesis];
     for set in sets {
         args.extend_from_slice(&["--set", set]);
     }
     let out = cluster.stampede(&args);
-    let results = std::fs::read_to_string(cluster.results_dir(&out).join("results.json"))
+    let dir = cluster.results_dir(&out);
+    let results = std::fs::read_to_string(dir.join("results.json"))
         .unwrap_or_else(|e| panic!("no results.json ({e}): {}", text(&out)));
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     (
         out.status.code(),
         last_line(&out),
         serde_json::from_str(&results).unwrap(),
+        history,
     )
+}
+
+/// Every recipe not run by the other scenarios, without faults: valid, and live where the
+/// checker judges liveness.
+fn every_recipe_is_safe_and_live_without_faults(cluster: &TestCluster) {
+    let sets = ["generator.time_limit=8s"];
+    for workload in [
+        "lock-protected",
+        "lock-crate",
+        "election-fair",
+        "election-unfair",
+        "queue",
+        "barrier",
+    ] {
+        let (code, verdict, results, _) = recipe_test(cluster, workload, "none", &sets);
+        assert_eq!(code, Some(0), "{workload}: {verdict}");
+        println!("{workload}: {verdict}");
+        let run = &results["run"];
+        match workload.split('-').next().unwrap() {
+            "lock" => {
+                assert!(run["acquired"].as_u64().unwrap() > 10, "{workload}: {run}");
+                assert_live(workload, &results);
+            }
+            "election" => {
+                assert!(run["terms"].as_u64().unwrap() > 10, "{workload}: {run}");
+                let per_change = run["server"]["notifications_per_release"].as_f64();
+                assert!(per_change.unwrap() > 0.0, "{workload}: {run}");
+                assert_live(workload, &results);
+            }
+            "queue" => {
+                let queue = &results["queue"];
+                assert!(queue["drained"].as_bool().unwrap(), "{workload}: {queue}");
+                assert!(run["enqueued"].as_u64().unwrap() > 10, "{workload}: {run}");
+            }
+            _ => {
+                let barrier = &results["barrier"];
+                let completed = barrier["rounds_completed"].as_u64().unwrap();
+                assert!(completed > 2, "{workload}: {barrier}");
+            }
+        }
+    }
+}
+
+/// The liveness checker judged the run and found no stall.
+fn assert_live(workload: &str, results: &Value) {
+    let liveness = &results["liveness"];
+    assert_eq!(liveness["judged"], true, "{workload}: {liveness}");
+    assert_eq!(
+        liveness["stalls"].as_array().unwrap().len(),
+        0,
+        "{workload}: {liveness}"
+    );
+}
+
+/// `lock-sequential` assuming loss, through partitions of the ensemble and kills of a
+/// minority: no overlap, the lock model holds, and once healed the lock keeps changing hands.
+fn lock_sequential_assuming_loss_survives_partitions_and_kills(cluster: &TestCluster) {
+    let nemesis = cluster.work.join("partition-kill.yaml");
+    std::fs::write(
+        &nemesis,
+        "faults:\n  - {kind: partition, target: halves}\n  - {kind: kill, target: minority}\n",
+    )
+    .unwrap();
+    let nemesis = nemesis.display().to_string();
+    let sets = [
+        "lock.on_disconnect=assume-lost",
+        "lock.session_timeout=6s",
+        "lock.op_timeout=3s",
+        "generator.time_limit=30s",
+        "generator.nemesis_interval=3s",
+        "generator.nemesis_duration=6s",
+        "generator.quiet_period=15s",
+    ];
+    let (code, verdict, results, history) =
+        recipe_test(cluster, "lock-sequential", &nemesis, &sets);
+    println!("partitions and kills: {verdict}");
+    assert_eq!(code, Some(0), "{verdict}");
+    for fault in ["\"start-partition\"", "\"start-kill\""] {
+        assert!(history.contains(fault), "{fault} happened");
+    }
+    assert_live("lock-sequential", &results);
+    let run = &results["run"];
+    assert!(run["acquired"].as_u64().unwrap() > 20, "{run}");
 }
 
 fn twenty_contenders_show_the_herd_effect(cluster: &TestCluster) {
@@ -39,7 +127,7 @@ fn twenty_contenders_show_the_herd_effect(cluster: &TestCluster) {
         "lock-sequential-herd",
         "lock-single-node",
     ] {
-        let (code, verdict, results) = lock_test(cluster, recipe, "none", &sets);
+        let (code, verdict, results, _) = recipe_test(cluster, recipe, "none", &sets);
         assert_eq!(code, Some(0), "{recipe}: {verdict}");
         let run = &results["run"];
         let clients = run["herd"]["notifications_mean"].as_f64().unwrap();
@@ -87,7 +175,7 @@ fn isolating_the_holder_catches_keep_but_not_assume_lost(cluster: &TestCluster) 
             "generator.nemesis_duration=22s",
         ]
     };
-    let (code, verdict, results) = lock_test(
+    let (code, verdict, results, _) = recipe_test(
         cluster,
         "lock-sequential",
         &nemesis,
@@ -100,7 +188,7 @@ fn isolating_the_holder_catches_keep_but_not_assume_lost(cluster: &TestCluster) 
         .unwrap_or_default();
     assert!(!overlaps.is_empty(), "the overlap is reported: {results}");
     println!("keep: {verdict}");
-    let (code, verdict, _) = lock_test(
+    let (code, verdict, _, _) = recipe_test(
         cluster,
         "lock-sequential",
         &nemesis,
@@ -112,6 +200,14 @@ fn isolating_the_holder_catches_keep_but_not_assume_lost(cluster: &TestCluster) 
 
 fn main() {
     let scenarios: &[common::Scenario] = &[
+        (
+            "every_recipe_is_safe_and_live_without_faults",
+            every_recipe_is_safe_and_live_without_faults,
+        ),
+        (
+            "lock_sequential_assuming_loss_survives_partitions_and_kills",
+            lock_sequential_assuming_loss_survives_partitions_and_kills,
+        ),
         (
             "twenty_contenders_show_the_herd_effect",
             twenty_contenders_show_the_herd_effect,

@@ -18,7 +18,7 @@ use crate::cluster::{self, Spec};
 use crate::config::{self, Override};
 use crate::control::Control;
 use crate::db::Db;
-use crate::generator::RunSummary;
+use crate::generator::{RunSummary, Target};
 use crate::history::Recorder;
 use crate::nemesis::{self, Ending, NemesisConfig};
 use crate::progress::Progress;
@@ -152,6 +152,13 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let mntr_before = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let on_signal = nemesis::OnSignal::Cancel(cancel_tx, Duration::from_secs(60));
+    let target = Target {
+        run_id: stamp.clone(),
+        endpoints: endpoints.clone(),
+        nemeses: nemeses.clone(),
+        recorder: recorder.clone(),
+        cancel: cancel_rx.clone(),
+    };
     let ending = match workload_file.workload {
         WorkloadKind::Register => {
             let workload = workload_file.build(&stamp, rand::random())?;
@@ -169,42 +176,21 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             .await
         }
         WorkloadKind::Lock => {
-            let run = lock::run(
-                &workload_file,
-                &stamp,
-                endpoints,
-                nemeses,
-                recorder.clone(),
-                cancel_rx,
-            );
+            let run = lock::run(&workload_file, target);
             nemesis::guarded(&control, db.as_ref(), on_signal, async {
                 run.await.map(|s| RunOutcome::Lock(Box::new(s)))
             })
             .await
         }
         WorkloadKind::Election => {
-            let run = election::run(
-                &workload_file,
-                &stamp,
-                endpoints,
-                nemeses,
-                recorder.clone(),
-                cancel_rx,
-            );
+            let run = election::run(&workload_file, target);
             nemesis::guarded(&control, db.as_ref(), on_signal, async {
                 run.await.map(|s| RunOutcome::Election(Box::new(s)))
             })
             .await
         }
         WorkloadKind::Barrier => {
-            let run = barrier::run(
-                &workload_file,
-                &stamp,
-                endpoints,
-                nemeses,
-                recorder.clone(),
-                cancel_rx,
-            );
+            let run = barrier::run(&workload_file, target);
             nemesis::guarded(&control, db.as_ref(), on_signal, async {
                 run.await.map(|s| RunOutcome::Barrier(Box::new(s)))
             })

@@ -177,7 +177,7 @@ fn liveness_summary(report: &LivenessReport) -> String {
         return "not judged (run too short after the heal)".into();
     }
     match report.stalls.iter().map(|s| s.duration_ns).max() {
-        None => format!("no stall in {} ms after the heal", report.judged_ms),
+        None => format!("no stall in {} ms judged", report.judged_ms),
         Some(longest) => format!(
             "STUCK {} times (longest {} ms)",
             report.stalls.len(),

@@ -5,6 +5,7 @@
 //! [`run`] is the entry point of `stampede test`. Whatever happens (time limit, Ctrl-C, an
 //! error, the future being dropped) no fault is left active.
 
+mod driver;
 mod faults;
 mod slot;
 mod stop;
@@ -26,6 +27,7 @@ use crate::history::Recorder;
 use crate::nemesis::Nemesis;
 use crate::workload::Workload;
 
+pub use driver::{drive, DriverRun, HealReport, Target};
 use faults::HealGuard;
 use stop::Stop;
 use worker::{Counts, Shared, Worker};

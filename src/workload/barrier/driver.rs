@@ -26,26 +26,12 @@ use tokio::time::Instant;
 use super::recipe::Recipe;
 use super::BarrierConfig;
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, OpError, ProcessIds, Session};
-use crate::generator::{self, ended, open_session};
+use crate::generator::{self, ended, open_session, DriverRun, HealReport, Target};
 use crate::history::{Meta, OpType, Process, Recorder, ABANDONED};
-use crate::nemesis::Nemesis;
 use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
 
-/// What a barrier run does: the settings, how many processes, for how long, against which
-/// servers.
-#[derive(Debug, Clone)]
-pub struct BarrierRun {
-    /// The `barrier` section of the workload file.
-    pub cfg: BarrierConfig,
-    /// Processes at once (the generator's concurrency).
-    pub processes: usize,
-    /// How long processes keep going through rounds.
-    pub time_limit: Duration,
-    /// The test run's id: one znode name under `/stampede`.
-    pub run_id: String,
-    /// The ZooKeeper servers.
-    pub endpoints: Vec<NodeEndpoint>,
-}
+/// What a barrier run does: its settings, slots, time and servers.
+pub type BarrierRun = DriverRun<BarrierConfig>;
 
 /// What a barrier run did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -106,7 +92,7 @@ enum Round {
     End,
 }
 
-/// Creates the barrier's znodes, then runs `run.processes` processes for `run.time_limit` (or
+/// Creates the barrier's znodes, then runs `run.slots` processes for `run.time_limit` (or
 /// until `stop` turns true), recording into `recorder`. Fails if the setup session cannot be
 /// opened or the history cannot be written.
 pub async fn run_processes(
@@ -114,7 +100,7 @@ pub async fn run_processes(
     recorder: Arc<Recorder>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<BarrierRunSummary> {
-    let threshold = run.cfg.threshold_for(run.processes);
+    let threshold = run.cfg.threshold_for(run.slots);
     let recipe = Recipe::new(&run.run_id, threshold)?;
     drive(run, recipe, recorder, stop).await
 }
@@ -126,10 +112,8 @@ pub(super) async fn drive(
     recorder: Arc<Recorder>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<BarrierRunSummary> {
-    run.cfg
-        .validate(run.processes)
-        .map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(run.processes > 0, "a barrier run needs at least 1 process");
+    run.cfg.validate(run.slots).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(run.slots > 0, "a barrier run needs at least 1 process");
     anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
     let options = run.cfg.client_options();
     let client = setup_session(&run.endpoints, options.session_timeout).await?;
@@ -151,18 +135,18 @@ pub(super) async fn drive(
     });
     let deadline = Instant::now() + run.time_limit;
     let mut tasks = JoinSet::new();
-    for slot in 0..run.processes {
+    for slot in 0..run.slots {
         let (shared, stop) = (shared.clone(), stop.clone());
         tasks.spawn(async move { (slot, go_through(&shared, slot, deadline, stop).await) });
     }
-    let mut per_slot = vec![Tally::default(); run.processes];
+    let mut per_slot = vec![Tally::default(); run.slots];
     while let Some(joined) = tasks.join_next().await {
         let (slot, done) = joined.context("a barrier process panicked")?;
         per_slot[slot] = done.context("recording a barrier operation")?;
     }
     let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
     Ok(BarrierRunSummary {
-        threshold: run.cfg.threshold_for(run.processes) as u64,
+        threshold: run.cfg.threshold_for(run.slots) as u64,
         processes: shared.ids.count(),
         rounds_opened: shared.open.load(Ordering::Relaxed),
         entered: sum(|t| t.entered),
@@ -181,36 +165,20 @@ pub(super) async fn drive(
 /// nemesis schedule starts and stops `nemeses` in turn, then heals every fault. Setting
 /// `cancel` to true (Ctrl-C) ends the run early; no fault is left active on return, and heals
 /// that failed are listed in the summary.
-pub async fn run(
-    file: &WorkloadFile,
-    run_id: &str,
-    endpoints: Vec<NodeEndpoint>,
-    nemeses: Vec<Arc<dyn Nemesis>>,
-    recorder: Arc<Recorder>,
-    cancel: watch::Receiver<bool>,
-) -> anyhow::Result<BarrierRunSummary> {
-    let gen = &file.generator;
-    gen.validate().map_err(anyhow::Error::msg)?;
-    let driving = recorder.clone();
-    let (mut summary, heal_failures) = generator::with_faults(
-        gen,
-        nemeses,
-        recorder,
-        cancel,
-        |cancel, run_for| async move {
-            let run = BarrierRun {
-                cfg: file.barrier.clone(),
-                processes: gen.concurrency,
-                time_limit: run_for,
-                run_id: run_id.to_string(),
-                endpoints,
-            };
-            run_processes(&run, driving, cancel).await
-        },
+pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<BarrierRunSummary> {
+    generator::drive(
+        &file.generator,
+        &file.barrier,
+        target,
+        |run, recorder, stop| async move { run_processes(&run, recorder, stop).await },
     )
-    .await?;
-    summary.heal_failures = heal_failures;
-    Ok(summary)
+    .await
+}
+
+impl HealReport for BarrierRunSummary {
+    fn set_heal_failures(&mut self, failures: Vec<String>) {
+        self.heal_failures = failures;
+    }
 }
 
 /// One process slot's loop; fails only if the history cannot be written.

@@ -35,7 +35,7 @@ fn barrier_run(name: &str, secs: u64, endpoint: NodeEndpoint) -> BarrierRun {
             session_timeout: ms(2000),
             ..BarrierConfig::default()
         },
-        processes: PROCESSES,
+        slots: PROCESSES,
         time_limit: Duration::from_secs(secs),
         run_id: name.to_string(),
         endpoints: vec![endpoint],

@@ -11,7 +11,6 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use serde::Serialize;
@@ -24,27 +23,13 @@ use super::office::Office;
 use super::recipe::Recipe;
 use super::ElectionConfig;
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended, Next, Slot};
+use crate::generator::{self, ended, DriverRun, HealReport, Next, Slot, Target};
 use crate::history::Recorder;
-use crate::nemesis::Nemesis;
 use crate::workload::lock::OnDisconnect;
 use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
 
-/// What an election run does: the settings, how many candidates, for how long, against which
-/// servers.
-#[derive(Debug, Clone)]
-pub struct CandidateRun {
-    /// The `election` section of the workload file.
-    pub cfg: ElectionConfig,
-    /// Candidates at once (the generator's concurrency).
-    pub candidates: usize,
-    /// How long candidates keep campaigning.
-    pub time_limit: Duration,
-    /// The test run's id: one znode name under `/stampede`.
-    pub run_id: String,
-    /// The ZooKeeper servers.
-    pub endpoints: Vec<NodeEndpoint>,
-}
+/// What a election run does: its settings, slots, time and servers.
+pub type CandidateRun = DriverRun<ElectionConfig>;
 
 /// What an election run did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -97,7 +82,7 @@ struct Shared {
     ids: ProcessIds,
 }
 
-/// Creates the election's znodes, then runs `run.candidates` candidates for `run.time_limit`
+/// Creates the election's znodes, then runs `run.slots` candidates for `run.time_limit`
 /// (or until `stop` turns true), recording into `recorder`. Fails if the setup session cannot
 /// be opened or the history cannot be written.
 pub async fn run_candidates(
@@ -106,7 +91,7 @@ pub async fn run_candidates(
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<ElectionRunSummary> {
     run.cfg.validate().map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(run.candidates > 0, "an election needs at least 1 candidate");
+    anyhow::ensure!(run.slots > 0, "an election needs at least 1 candidate");
     anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
     let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
     let options = run.cfg.client_options();
@@ -123,11 +108,11 @@ pub async fn run_candidates(
     });
     let deadline = Instant::now() + run.time_limit;
     let mut tasks = JoinSet::new();
-    for slot in 0..run.candidates {
+    for slot in 0..run.slots {
         let (shared, stop) = (shared.clone(), stop.clone());
         tasks.spawn(async move { (slot, candidate(&shared, slot, deadline, stop).await) });
     }
-    let mut per_slot = vec![Tally::default(); run.candidates];
+    let mut per_slot = vec![Tally::default(); run.slots];
     while let Some(joined) = tasks.join_next().await {
         let (slot, tally) = joined.context("a candidate panicked")?;
         per_slot[slot] = tally.context("recording a term in office")?;
@@ -154,36 +139,20 @@ pub async fn run_candidates(
 /// nemesis schedule starts and stops `nemeses` in turn, then heals every fault (with faults, the run goes on for `generator.quiet_period` after the heal). Setting
 /// `cancel` to true (Ctrl-C) ends the run early; no fault is left active on return, and heals
 /// that failed are listed in the summary.
-pub async fn run(
-    file: &WorkloadFile,
-    run_id: &str,
-    endpoints: Vec<NodeEndpoint>,
-    nemeses: Vec<Arc<dyn Nemesis>>,
-    recorder: Arc<Recorder>,
-    cancel: watch::Receiver<bool>,
-) -> anyhow::Result<ElectionRunSummary> {
-    let gen = &file.generator;
-    gen.validate().map_err(anyhow::Error::msg)?;
-    let driving = recorder.clone();
-    let (mut summary, heal_failures) = generator::with_faults(
-        gen,
-        nemeses,
-        recorder,
-        cancel,
-        |cancel, run_for| async move {
-            let run = CandidateRun {
-                cfg: file.election.clone(),
-                candidates: gen.concurrency,
-                time_limit: run_for,
-                run_id: run_id.to_string(),
-                endpoints,
-            };
-            run_candidates(&run, driving, cancel).await
-        },
+pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<ElectionRunSummary> {
+    generator::drive(
+        &file.generator,
+        &file.election,
+        target,
+        |run, recorder, stop| async move { run_candidates(&run, recorder, stop).await },
     )
-    .await?;
-    summary.heal_failures = heal_failures;
-    Ok(summary)
+    .await
+}
+
+impl HealReport for ElectionRunSummary {
+    fn set_heal_failures(&mut self, failures: Vec<String>) {
+        self.heal_failures = failures;
+    }
 }
 
 /// Creates the election's parent znodes through a session to the whole ensemble.

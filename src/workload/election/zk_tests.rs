@@ -39,7 +39,7 @@ async fn run(
             session_timeout: ms(4000),
             ..ElectionConfig::default()
         },
-        candidates,
+        slots: candidates,
         time_limit: Duration::from_secs(secs),
         run_id: format!("safe-{}", recipe.workload_name()),
         endpoints: vec![endpoint],
@@ -131,11 +131,13 @@ async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
     let (_keep, cancel) = watch::channel(false);
     let summary = super::run(
         &file,
-        "kill",
-        vec![endpoint],
-        vec![kill],
-        recorder.clone(),
-        cancel,
+        crate::generator::Target {
+            run_id: "kill".to_string(),
+            endpoints: vec![endpoint],
+            nemeses: vec![kill],
+            recorder: recorder.clone(),
+            cancel,
+        },
     )
     .await
     .unwrap();

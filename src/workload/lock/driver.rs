@@ -12,7 +12,6 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use serde::Serialize;
@@ -26,26 +25,12 @@ use super::recipe::Recipe;
 use super::resource::Resource;
 use super::{lock_latencies, LockConfig, LockLatencies, RecipeKind, ResourceStats};
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended, Next, Slot};
+use crate::generator::{self, ended, DriverRun, HealReport, Next, Slot, Target};
 use crate::history::{Meta, OpType, Process, Recorder};
-use crate::nemesis::Nemesis;
 use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
 
-/// What a lock run does: the settings, how many contenders, for how long, against which
-/// servers.
-#[derive(Debug, Clone)]
-pub struct ContenderRun {
-    /// The `lock` section of the workload file.
-    pub cfg: LockConfig,
-    /// Contenders at once (the generator's concurrency).
-    pub contenders: usize,
-    /// How long contenders keep taking the lock.
-    pub time_limit: Duration,
-    /// The test run's id: one znode name under `/stampede`.
-    pub run_id: String,
-    /// The ZooKeeper servers.
-    pub endpoints: Vec<NodeEndpoint>,
-}
+/// What a lock run does: its settings, slots, time and servers.
+pub type ContenderRun = DriverRun<LockConfig>;
 
 /// What a lock run did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -106,7 +91,7 @@ struct Shared {
     ids: ProcessIds,
 }
 
-/// Creates the lock's znodes, then runs `run.contenders` contenders for `run.time_limit` (or
+/// Creates the lock's znodes, then runs `run.slots` contenders for `run.time_limit` (or
 /// until `stop` turns true), recording into `recorder`. Fails if the setup session cannot be
 /// opened or the history cannot be written.
 pub async fn run_contenders(
@@ -115,7 +100,7 @@ pub async fn run_contenders(
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<LockRunSummary> {
     run.cfg.validate().map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(run.contenders > 0, "a lock run needs at least 1 contender");
+    anyhow::ensure!(run.slots > 0, "a lock run needs at least 1 contender");
     anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
     let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
     let options = run.cfg.client_options();
@@ -136,11 +121,11 @@ pub async fn run_contenders(
     });
     let deadline = Instant::now() + run.time_limit;
     let mut tasks = JoinSet::new();
-    for slot in 0..run.contenders {
+    for slot in 0..run.slots {
         let (shared, stop) = (shared.clone(), stop.clone());
         tasks.spawn(async move { (slot, contend(&shared, slot, deadline, stop).await) });
     }
-    let mut per_slot = vec![Tally::default(); run.contenders];
+    let mut per_slot = vec![Tally::default(); run.slots];
     while let Some(joined) = tasks.join_next().await {
         let (slot, tally) = joined.context("a contender panicked")?;
         per_slot[slot] = tally.context("recording a lock operation")?;
@@ -170,36 +155,20 @@ pub async fn run_contenders(
 /// nemesis schedule starts and stops `nemeses` in turn, then heals every fault (with faults, the run goes on for `generator.quiet_period` after the heal). Setting
 /// `cancel` to true (Ctrl-C) ends the run early; no fault is left active on return, and heals
 /// that failed are listed in the summary.
-pub async fn run(
-    file: &WorkloadFile,
-    run_id: &str,
-    endpoints: Vec<NodeEndpoint>,
-    nemeses: Vec<Arc<dyn Nemesis>>,
-    recorder: Arc<Recorder>,
-    cancel: watch::Receiver<bool>,
-) -> anyhow::Result<LockRunSummary> {
-    let gen = &file.generator;
-    gen.validate().map_err(anyhow::Error::msg)?;
-    let driving = recorder.clone();
-    let (mut summary, heal_failures) = generator::with_faults(
-        gen,
-        nemeses,
-        recorder,
-        cancel,
-        |cancel, run_for| async move {
-            let run = ContenderRun {
-                cfg: file.lock.clone(),
-                contenders: gen.concurrency,
-                time_limit: run_for,
-                run_id: run_id.to_string(),
-                endpoints,
-            };
-            run_contenders(&run, driving, cancel).await
-        },
+pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<LockRunSummary> {
+    generator::drive(
+        &file.generator,
+        &file.lock,
+        target,
+        |run, recorder, stop| async move { run_contenders(&run, recorder, stop).await },
     )
-    .await?;
-    summary.heal_failures = heal_failures;
-    Ok(summary)
+    .await
+}
+
+impl HealReport for LockRunSummary {
+    fn set_heal_failures(&mut self, failures: Vec<String>) {
+        self.heal_failures = failures;
+    }
 }
 
 /// Creates the lock's parent znodes through a session to the whole ensemble.

@@ -39,7 +39,7 @@ async fn run(
     let (_keep, stop) = watch::channel(false);
     let run = ContenderRun {
         cfg,
-        contenders,
+        slots: contenders,
         time_limit: Duration::from_secs(secs),
         run_id: run_id.into(),
         endpoints: vec![endpoint],
@@ -291,11 +291,13 @@ async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRun
     let (_keep, cancel) = watch::channel(false);
     let summary = super::run(
         &file,
-        &run_id,
-        endpoints,
-        vec![nemesis],
-        recorder.clone(),
-        cancel,
+        crate::generator::Target {
+            run_id: run_id.to_string(),
+            endpoints,
+            nemeses: vec![nemesis],
+            recorder: recorder.clone(),
+            cancel,
+        },
     )
     .await
     .unwrap();
@@ -362,11 +364,13 @@ async fn through_kills(recipe: RecipeKind) {
     let (_keep, cancel) = watch::channel(false);
     let summary = super::run(
         &file,
-        "kill",
-        vec![endpoint],
-        vec![kill],
-        recorder.clone(),
-        cancel,
+        crate::generator::Target {
+            run_id: "kill".to_string(),
+            endpoints: vec![endpoint],
+            nemeses: vec![kill],
+            recorder: recorder.clone(),
+            cancel,
+        },
     )
     .await
     .unwrap();
