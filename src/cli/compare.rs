@@ -247,6 +247,7 @@ fn recipe_figures(
         latencies,
         notifications: load("notifications"),
         requests: load("requests"),
+        server_notifications: server_figures(&run["server"]).map(|(n, _)| n),
     })
 }
 
@@ -494,6 +495,24 @@ mod tests {
             .any(|e| e.label == "election-fair notifications"));
         let compare = compare_chart(&numbered_recipe_runs(&rows));
         assert_eq!(compare.series.len(), 2 * 5, "one p50 and one p99 per run");
+    }
+
+    #[test]
+    fn a_recipe_the_clients_could_not_count_shows_the_servers_figures() {
+        let mut figures = figures_of(&lock_rows());
+        for f in figures.iter_mut().filter(|f| f.recipe == "lock-sequential") {
+            f.recipe = "lock-crate".into();
+            (f.notifications, f.requests) = (None, None);
+            f.server_notifications = Some(1.5);
+        }
+        let herd = herd_chart(&figures);
+        let servers = herd
+            .legend
+            .iter()
+            .position(|e| e.label == "lock-crate notifications (servers)")
+            .expect("the servers' line");
+        assert_eq!(herd.series[servers].points, [(5.0, 1.5), (20.0, 1.5)]);
+        assert!(herd.y_log, "1 and 100 per release both show");
     }
 
     #[test]

@@ -77,6 +77,9 @@ pub struct RecipeFigures {
     pub notifications: Option<LoadFigures>,
     /// Requests sent in reaction to a notification, per release or leadership change.
     pub requests: Option<LoadFigures>,
+    /// Watch notifications per release or leadership change as the servers' `mntr` counted
+    /// them (summed over the servers), when the run sampled them.
+    pub server_notifications: Option<f64>,
 }
 
 impl RecipeFigures {
@@ -191,29 +194,44 @@ pub fn compare_chart(runs: &[(String, RecipeFigures)]) -> Chart {
 }
 
 /// The chart of `herd.png`: notifications and reaction requests per release or leadership
-/// change (means) against the number of contenders, one line of each per recipe whose
-/// clients could count them.
+/// change (means) against the number of contenders, one line of each per recipe, from the
+/// clients' counts; a recipe whose clients could not count them (the crate's own lock) gets
+/// the servers' notifications instead. Log scale, so that 1 and 100 per release both show.
 pub fn herd_chart(runs: &[RecipeFigures]) -> Chart {
     let mut series = Vec::new();
     let mut legend = Vec::new();
-    let counted: Vec<&RecipeFigures> = runs.iter().filter(|f| f.notifications.is_some()).collect();
-    for recipe in recipes(counted.iter().copied()) {
+    for recipe in recipes(runs.iter()) {
         let colour = recipe_colour(recipe);
-        let mut of: Vec<&RecipeFigures> = counted
-            .iter()
-            .copied()
-            .filter(|f| f.recipe == recipe)
-            .collect();
+        let mut of: Vec<&RecipeFigures> = runs.iter().filter(|f| f.recipe == recipe).collect();
         of.sort_by_key(|f| f.contenders);
-        let line = |load: fn(&RecipeFigures) -> Option<LoadFigures>| -> Vec<(f64, f64)> {
+        let line = |load: &dyn Fn(&RecipeFigures) -> Option<f64>| -> Vec<(f64, f64)> {
             of.iter()
-                .filter_map(|f| Some((f.contenders as f64, load(f)?.mean)))
+                .filter_map(|f| Some((f.contenders as f64, load(f)?)))
                 .collect()
         };
-        for (marker, what, points) in [
-            (Marker::Circle, "notifications", line(|f| f.notifications)),
-            (Marker::Triangle, "requests", line(|f| f.requests)),
-        ] {
+        let lines = match of.iter().any(|f| f.notifications.is_some()) {
+            true => vec![
+                (
+                    Marker::Circle,
+                    "notifications",
+                    line(&|f| Some(f.notifications?.mean)),
+                ),
+                (
+                    Marker::Triangle,
+                    "requests",
+                    line(&|f| Some(f.requests?.mean)),
+                ),
+            ],
+            false => vec![(
+                Marker::Square,
+                "notifications (servers)",
+                line(&|f| f.server_notifications),
+            )],
+        };
+        for (marker, what, points) in lines {
+            if points.is_empty() {
+                continue;
+            }
             series.push(Series {
                 marker,
                 colour,
@@ -226,7 +244,7 @@ pub fn herd_chart(runs: &[RecipeFigures]) -> Chart {
             });
         }
     }
-    let mut ticks: Vec<f64> = counted.iter().map(|f| f.contenders as f64).collect();
+    let mut ticks: Vec<f64> = runs.iter().map(|f| f.contenders as f64).collect();
     ticks.sort_by(f64::total_cmp);
     ticks.dedup();
     Chart {
@@ -234,7 +252,7 @@ pub fn herd_chart(runs: &[RecipeFigures]) -> Chart {
         x_desc: "contenders".into(),
         y_desc: "per release (mean count)".into(),
         x: XAxis::Numbers(ticks),
-        y_log: false,
+        y_log: true,
         series,
         legend,
     }

@@ -160,11 +160,8 @@ pub(super) async fn drive(
     })
 }
 
-/// `stampede test` for the barrier workload: runs the processes of `file.barrier` (as many as
-/// `file.generator.concurrency`, for `file.generator.time_limit`) while the generator's
-/// nemesis schedule starts and stops `nemeses` in turn, then heals every fault. Setting
-/// `cancel` to true (Ctrl-C) ends the run early; no fault is left active on return, and heals
-/// that failed are listed in the summary.
+/// `stampede test` for the barrier workload: the processes of `file.barrier`, run by
+/// [`run_processes`] under [`generator::drive`] (the nemesis schedule, the heal, the healed tail).
 pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<BarrierRunSummary> {
     generator::drive(
         &file.generator,

@@ -134,11 +134,8 @@ pub async fn run_candidates(
     })
 }
 
-/// `stampede test` for an election workload: runs the candidates of `file.election` (as many
-/// as `file.generator.concurrency`, for `file.generator.time_limit`) while the generator's
-/// nemesis schedule starts and stops `nemeses` in turn, then heals every fault (with faults, the run goes on for `generator.quiet_period` after the heal). Setting
-/// `cancel` to true (Ctrl-C) ends the run early; no fault is left active on return, and heals
-/// that failed are listed in the summary.
+/// `stampede test` for an election workload: the candidates of `file.election`, run by
+/// [`run_candidates`] under [`generator::drive`] (the nemesis schedule, the heal, the healed tail).
 pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<ElectionRunSummary> {
     generator::drive(
         &file.generator,
