@@ -1,20 +1,26 @@
 //! keeperd: a single-node ZooKeeper-compatible server.
 //!
-//! Pipeline: [`server`] (connections, framing, decoding) → [`core`]
-//! (sessions, reads, [`processor`] turning writes into [`txn`]s) → [`log`]
-//! (the [`log::Log`] seam; a local fsync'd log today) → [`tree`] (the
-//! deterministic state machine) → [`watch`] (notifications).
+//! Pipeline: [`server`] (connections, framing, decoding, plain reads of
+//! visible state via [`read`]) → [`core`] (sessions, reads, [`processor`]
+//! turning writes into [`txn`]s) → [`log`] (the [`log::Log`] seam; a local
+//! fsync'd log today) → [`tree`] (the deterministic state machine) →
+//! [`watch`] (notifications) → [`outbox`] (replies written to the socket by
+//! whoever releases them, see [`conn`]).
 
 pub mod auth;
 pub mod checksum;
 pub mod config;
+pub mod conn;
 pub mod core;
 pub mod fourlw;
 pub mod frame;
 pub mod jute;
 pub mod log;
+pub mod outbox;
 pub mod processor;
 pub mod proto;
+pub mod read;
+pub mod sched;
 pub mod server;
 pub mod stats;
 pub mod tree;
@@ -54,9 +60,11 @@ pub fn run(config_path: &Path) -> Result<(), String> {
         }),
     );
     let core = core::Core::new(config.clone(), recovered.tree, Box::new(file_log));
+    let shared = core.shared();
     std::thread::Builder::new()
         .name("keeperd-core".into())
         .spawn(move || {
+            sched::short_slices();
             // A broken core must not leave a server that accepts clients but never answers.
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.run(core_rx))).is_err()
             {
@@ -67,6 +75,7 @@ pub fn run(config_path: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot start core thread: {e}"))?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .on_thread_start(sched::short_slices)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
@@ -76,7 +85,7 @@ pub fn run(config_path: &Path) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         tracing::info!("keeperd serving clients on {addr}");
-        server::serve(listener, core_tx).await;
+        server::serve(listener, core_tx, shared).await;
         Ok(())
     })
 }

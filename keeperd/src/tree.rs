@@ -1,7 +1,9 @@
 //! The data tree: the deterministic state machine. It applies transactions in
 //! zxid order and reports the changes each one made, from which watches fire.
-//! It also holds the durable part of sessions (id, timeout, password) and
-//! encodes/decodes itself as a snapshot image.
+//! It also holds the durable part of sessions (id, timeout, password), and
+//! [`DataTree::capture`]s itself for a snapshot image (nodes share their
+//! path, data and ACL with the capture, so taking one costs little and the
+//! encoding happens elsewhere) and decodes such images.
 
 use crate::jute::{DecodeError, DecodeResult, Reader, Writer};
 use crate::proto::{Acl, Stat};
@@ -45,8 +47,8 @@ pub fn owner_kind(owner: i64) -> OwnerKind {
 /// One znode.
 #[derive(Debug, Clone)]
 pub struct Node {
-    /// Data.
-    pub data: Vec<u8>,
+    /// Data (replaced whole by setData, so snapshots can share it).
+    pub data: Arc<[u8]>,
     /// ACL, shared between nodes with equal ACLs.
     pub acl: Arc<[Acl]>,
     /// Stat; data_length and num_children are filled in by [`Node::stat`].
@@ -112,7 +114,7 @@ pub enum Undo {
     /// Restore data and stat.
     DataSet {
         path: String,
-        data: Vec<u8>,
+        data: Arc<[u8]>,
         stat: Stat,
     },
     /// Restore ACL and stat.
@@ -125,7 +127,7 @@ pub enum Undo {
 
 /// The znodes, the session records and the last applied zxid.
 pub struct DataTree {
-    nodes: HashMap<String, Node>,
+    nodes: HashMap<Arc<str>, Node>,
     ephemerals: HashMap<i64, BTreeSet<String>>,
     /// Container and TTL nodes, checked by the reaper.
     pub reapable: HashSet<String>,
@@ -171,7 +173,7 @@ impl DataTree {
         t.nodes.insert(
             "/".into(),
             Node {
-                data: vec![],
+                data: Arc::new([]),
                 acl: acl.clone(),
                 stat: Stat::default(),
                 children: BTreeSet::new(),
@@ -182,7 +184,7 @@ impl DataTree {
             t.insert_node(
                 path,
                 Node {
-                    data: vec![],
+                    data: Arc::new([]),
                     acl: acl.clone(),
                     stat: Stat::default(),
                     children: BTreeSet::new(),
@@ -215,7 +217,7 @@ impl DataTree {
             self.reapable.insert(path.to_string());
         }
         self.data_size += (path.len() + node.data.len()) as u64;
-        self.nodes.insert(path.to_string(), node);
+        self.nodes.insert(path.into(), node);
     }
 
     fn remove_node(&mut self, path: &str) -> Option<Node> {
@@ -321,7 +323,7 @@ impl DataTree {
                 ephemeral_owner,
             } => {
                 let parent_path = parent_of(path).to_string();
-                let Some(parent) = self.nodes.get_mut(&parent_path) else {
+                let Some(parent) = self.nodes.get_mut(parent_path.as_str()) else {
                     return Undo::Nothing;
                 };
                 let (parent_stat, parent_seq) = (parent.stat, parent.seq);
@@ -341,7 +343,7 @@ impl DataTree {
                 self.insert_node(
                     path,
                     Node {
-                        data: data.clone(),
+                        data: data.as_slice().into(),
                         acl,
                         stat,
                         children: BTreeSet::new(),
@@ -362,7 +364,7 @@ impl DataTree {
                     return Undo::Nothing;
                 };
                 let mut parent_stat = Stat::default();
-                if let Some(parent) = self.nodes.get_mut(&parent_path) {
+                if let Some(parent) = self.nodes.get_mut(parent_path.as_str()) {
                     parent_stat = parent.stat;
                     parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
                     parent.stat.pzxid = zxid;
@@ -380,12 +382,12 @@ impl DataTree {
                 data,
                 version,
             } => {
-                let Some(node) = self.nodes.get_mut(path) else {
+                let Some(node) = self.nodes.get_mut(path.as_str()) else {
                     return Undo::Nothing;
                 };
                 let undo = Undo::DataSet {
                     path: path.clone(),
-                    data: std::mem::replace(&mut node.data, data.clone()),
+                    data: std::mem::replace(&mut node.data, data.as_slice().into()),
                     stat: node.stat,
                 };
                 node.stat.version = *version;
@@ -399,7 +401,7 @@ impl DataTree {
             }
             TxnBody::SetAcl { path, acl, version } => {
                 let acl = self.intern_acl(acl.clone());
-                let Some(node) = self.nodes.get_mut(path) else {
+                let Some(node) = self.nodes.get_mut(path.as_str()) else {
                     return Undo::Nothing;
                 };
                 let undo = Undo::AclSet {
@@ -442,14 +444,14 @@ impl DataTree {
                 }
             }
             Undo::DataSet { path, data, stat } => {
-                if let Some(n) = self.nodes.get_mut(&path) {
+                if let Some(n) = self.nodes.get_mut(path.as_str()) {
                     self.data_size = self.data_size + data.len() as u64 - n.data.len() as u64;
                     n.data = data;
                     n.stat = stat;
                 }
             }
             Undo::AclSet { path, acl, stat } => {
-                if let Some(n) = self.nodes.get_mut(&path) {
+                if let Some(n) = self.nodes.get_mut(path.as_str()) {
                     n.acl = acl;
                     n.stat = stat;
                 }
@@ -457,32 +459,46 @@ impl DataTree {
         }
     }
 
-    /// Encodes the whole tree and session table as a snapshot image.
-    pub fn encode_snapshot(&self) -> Vec<u8> {
-        let mut w = Writer::new();
-        w.i64(self.last_zxid);
-        let mut sessions: Vec<_> = self.sessions.iter().collect();
-        sessions.sort_by_key(|(id, _)| **id);
-        w.i32(sessions.len() as i32);
-        for (id, s) in sessions {
-            w.i64(*id).i32(s.timeout).buffer(&s.password);
+    /// Everything a snapshot stores, as of now.
+    pub fn capture(&self) -> Capture {
+        let mut sessions: Vec<_> = self
+            .sessions
+            .iter()
+            .map(|(id, s)| (*id, s.clone()))
+            .collect();
+        sessions.sort_by_key(|(id, _)| *id);
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|(path, n)| NodeImage {
+                path: path.clone(),
+                data: n.data.clone(),
+                acl: n.acl.clone(),
+                stat: n.stat,
+                seq: n.seq,
+            })
+            .collect();
+        Capture {
+            last_zxid: self.last_zxid,
+            sessions,
+            nodes,
         }
-        w.i64(self.nodes.len() as i64);
-        let mut stack = vec!["/".to_string()];
-        while let Some(path) = stack.pop() {
-            let node = &self.nodes[&path];
-            w.string(&path).buffer(&node.data);
-            Acl::write_list(&node.acl, &mut w);
-            node.stat.write(&mut w);
-            w.i32(node.seq);
-            for c in node.children.iter().rev() {
-                stack.push(join(&path, c));
-            }
-        }
-        w.buf
     }
 
-    /// Decodes a snapshot image made by [`DataTree::encode_snapshot`].
+    /// The whole tree and session table as one snapshot image.
+    pub fn encode_snapshot(&self) -> Vec<u8> {
+        let mut image = Vec::new();
+        let encoded = self.capture().encode(|piece| {
+            image.extend_from_slice(piece);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        match encoded {
+            Ok(()) => image,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Decodes a snapshot image made by [`Capture::encode`].
     pub fn decode_snapshot(bytes: &[u8]) -> DecodeResult<DataTree> {
         let mut r = Reader::new(bytes);
         let mut t = DataTree {
@@ -522,7 +538,7 @@ impl DataTree {
             t.insert_node(
                 &path,
                 Node {
-                    data,
+                    data: data.into(),
                     acl,
                     stat,
                     children: BTreeSet::new(),
@@ -534,6 +550,53 @@ impl DataTree {
             return Err(DecodeError("snapshot has trailing bytes or no root"));
         }
         Ok(t)
+    }
+}
+
+/// One node as a [`Capture`] holds it.
+struct NodeImage {
+    path: Arc<str>,
+    data: Arc<[u8]>,
+    acl: Arc<[Acl]>,
+    stat: Stat,
+    seq: i32,
+}
+
+/// The tree's content at one zxid, for a snapshot (see [`DataTree::capture`]).
+pub struct Capture {
+    /// Zxid of the last transaction the capture includes.
+    pub last_zxid: i64,
+    sessions: Vec<(i64, SessionRecord)>,
+    nodes: Vec<NodeImage>,
+}
+
+impl Capture {
+    /// Encodes the snapshot image, handing it to `out` in pieces of about
+    /// 1 MiB and stopping at its first error. Nodes go in path order, so
+    /// every parent precedes its children.
+    pub fn encode<E>(mut self, mut out: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        const PIECE: usize = 1 << 20;
+        let mut w = Writer {
+            buf: Vec::with_capacity(PIECE + 64 * 1024),
+        };
+        w.i64(self.last_zxid);
+        w.i32(self.sessions.len() as i32);
+        for (id, s) in &self.sessions {
+            w.i64(*id).i32(s.timeout).buffer(&s.password);
+        }
+        self.nodes.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        w.i64(self.nodes.len() as i64);
+        for n in &self.nodes {
+            w.string(&n.path).buffer(&n.data);
+            Acl::write_list(&n.acl, &mut w);
+            n.stat.write(&mut w);
+            w.i32(n.seq);
+            if w.buf.len() >= PIECE {
+                out(&w.buf)?;
+                w.buf.clear();
+            }
+        }
+        out(&w.buf)
     }
 }
 
