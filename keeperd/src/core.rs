@@ -240,7 +240,13 @@ impl Core {
             self.log.flush();
             if self.since_snapshot >= self.config.snap_count && self.log.can_snapshot() {
                 self.since_snapshot = 0;
+                let started = Instant::now();
                 let capture = self.shared.tree().capture();
+                tracing::info!(
+                    "snapshot {:#x}: tree captured in {:?}",
+                    capture.last_zxid,
+                    started.elapsed()
+                );
                 self.log.snapshot(capture);
             }
         }

@@ -33,6 +33,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 const SEGMENT_MAGIC: &[u8; 8] = b"KPLG\0\0\0\x01";
 const SNAPSHOT_MAGIC: &[u8; 4] = b"KPSN";
@@ -181,15 +182,22 @@ impl Log for FileLog {
     fn snapshot(&mut self, capture: Capture) {
         self.flush();
         let zxid = capture.last_zxid;
+        let started = Instant::now();
         self.segment =
             Segment::create(&self.dir, zxid + 1).unwrap_or_else(|e| fatal("start log segment", e));
+        let rolled = started.elapsed();
         if let Some(previous) = self.snapshotter.take() {
             let _ = previous.join();
         }
         let dir = self.dir.clone();
         self.snapshotter = Some(std::thread::spawn(move || {
             crate::sched::background();
-            write_snapshot(&dir, capture).unwrap_or_else(|e| fatal("write snapshot", e));
+            let bytes =
+                write_snapshot(&dir, capture).unwrap_or_else(|e| fatal("write snapshot", e));
+            tracing::info!(
+                "snapshot {zxid:#x} stored: {bytes} bytes in {:?} (new log segment in {rolled:?})",
+                started.elapsed()
+            );
             purge(&dir);
         }));
     }
@@ -211,7 +219,8 @@ fn segment_path(dir: &Path, first_zxid: i64) -> PathBuf {
     dir.join(format!("log.{first_zxid:016x}"))
 }
 
-fn write_snapshot(dir: &Path, capture: Capture) -> io::Result<()> {
+/// Writes the snapshot file; returns its size.
+fn write_snapshot(dir: &Path, capture: Capture) -> io::Result<u64> {
     let zxid = capture.last_zxid;
     let tmp = dir.join(format!("snapshot.{zxid:016x}.tmp"));
     let f = File::create(&tmp)?;
@@ -239,7 +248,8 @@ fn write_snapshot(dir: &Path, capture: Capture) -> io::Result<()> {
     f.write_all_at(&head, 0)?;
     f.sync_all()?;
     fs::rename(&tmp, dir.join(format!("snapshot.{zxid:016x}")))?;
-    sync_dir(dir)
+    sync_dir(dir)?;
+    Ok(end)
 }
 
 /// `sync_file_range(2)` over `[from, to)` of `f`.
