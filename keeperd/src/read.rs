@@ -35,9 +35,10 @@ pub fn get_children(
     w: &mut Writer,
 ) -> Result<(), i32> {
     let node = readable(tree, auth, path)?;
-    w.i32(node.children.len() as i32);
-    for c in &node.children {
-        w.string(c);
+    let names = tree.children(path);
+    w.i32(names.len() as i32);
+    for name in names {
+        w.string(name);
     }
     if with_stat {
         node.stat().write(w);
