@@ -64,7 +64,6 @@ pub fn run(config_path: &Path) -> Result<(), String> {
     std::thread::Builder::new()
         .name("keeperd-core".into())
         .spawn(move || {
-            sched::short_slices();
             // A broken core must not leave a server that accepts clients but never answers.
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.run(core_rx))).is_err()
             {
@@ -75,7 +74,6 @@ pub fn run(config_path: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot start core thread: {e}"))?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .on_thread_start(sched::short_slices)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
