@@ -1,10 +1,11 @@
-//! A connection's outgoing bytes. Whoever has a frame for the connection (the
-//! core releasing replies after a sync, or the connection task answering a
-//! read) appends it and writes it to the socket directly with a non-blocking
-//! send, so a reply costs no hand-off to another thread. Only when the socket
-//! cannot take everything does the connection task take over and drain the
-//! rest asynchronously; until it has, everyone else only appends, so bytes
-//! reach the socket in the order they were appended.
+//! A connection's outgoing bytes. Whoever has frames for the connection
+//! appends them, then either writes them to the socket directly with a
+//! non-blocking send ([`Outbox::flush`]: the connection task answering a
+//! read, the core's writer thread) or hands them to the connection task
+//! ([`Outbox::hand_over`]). When the socket cannot take everything at once,
+//! the task takes over and drains the rest asynchronously. While the task
+//! writes, everyone else only appends, so bytes reach the socket in the
+//! order they were appended.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -109,6 +110,15 @@ impl Outbox {
         }
     }
 
+    /// Asks the connection task to write what was appended.
+    pub fn hand_over(&self) {
+        let mut s = self.lock();
+        if !s.buf.is_empty() && !s.task_writes && !s.closed {
+            s.task_writes = true;
+            self.wake.notify_one();
+        }
+    }
+
     /// Appends one frame and writes it.
     pub fn send(&self, frame: &[u8]) {
         self.stage(frame);
@@ -203,6 +213,12 @@ mod tests {
         // While the task writes, frames are appended, not sent.
         out.send(b"x");
         assert_eq!(out.take(), Drain::Write(b"x".to_vec()));
+        assert_eq!(out.take(), Drain::Idle);
+        // A hand-over leaves the writing to the task.
+        out.stage(b"y");
+        out.hand_over();
+        out.flush();
+        assert_eq!(out.take(), Drain::Write(b"y".to_vec()));
         assert_eq!(out.take(), Drain::Idle);
 
         out.close();
