@@ -81,9 +81,9 @@ impl Segment {
 
     /// Appends zero chunks until the file reaches `end`.
     fn fill_to(&mut self, end: u64) -> io::Result<()> {
-        let zeros = vec![0u8; FILL_CHUNK];
+        static ZEROS: [u8; FILL_CHUNK] = [0; FILL_CHUNK];
         while self.filled < end {
-            self.file.write_all_at(&zeros, self.filled)?;
+            self.file.write_all_at(&ZEROS, self.filled)?;
             self.filled += FILL_CHUNK as u64;
         }
         Ok(())

@@ -53,12 +53,23 @@ pub fn exists(tree: &DataTree, path: &str, w: &mut Writer) -> Result<(), i32> {
     Ok(())
 }
 
-/// The reply frame to `req` if a connection can answer it by itself: a
-/// getData, exists or getChildren that sets no watch (watches belong to the
-/// core), on a tree whose every applied transaction is visible, i.e. durable
-/// with its replies and events released (so the answer exposes nothing that
-/// a crash could undo, and comes after every event about what it shows).
-/// The caller must also have no request of its own waiting in the core.
+/// Whether `req` is a read a connection may answer by itself: a getData,
+/// exists or getChildren that sets no watch (watches belong to the core).
+pub fn answerable(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::GetData { watch: false, .. }
+            | Request::Exists { watch: false, .. }
+            | Request::GetChildren { watch: false, .. }
+    )
+}
+
+/// The reply frame to `req` if a connection can answer it by itself: an
+/// [`answerable`] read, on a tree whose every applied transaction is
+/// visible, i.e. durable with its replies and events released (so the
+/// answer exposes nothing that a crash could undo, and comes after every
+/// event about what it shows). The caller must also have no request of its
+/// own waiting in the core.
 pub fn fast_reply(
     tree: &DataTree,
     visible_zxid: i64,
@@ -66,7 +77,7 @@ pub fn fast_reply(
     xid: i32,
     req: &Request,
 ) -> Option<Vec<u8>> {
-    if tree.last_zxid > visible_zxid {
+    if tree.last_zxid > visible_zxid || !answerable(req) {
         return None;
     }
     let zxid = tree.last_zxid;
@@ -158,6 +169,7 @@ mod tests {
         assert!(fast_reply(&t, 2, &[], 5, &get("/a", true)).is_none());
         assert!(fast_reply(&t, 1, &[], 5, &get("/a", false)).is_none());
         assert!(fast_reply(&t, 2, &[], 5, &Request::Ping).is_none());
+        assert!(!answerable(&Request::Ping) && !answerable(&get("/a", true)));
         let kids = Request::GetChildren {
             path: "/".into(),
             watch: false,

@@ -14,7 +14,7 @@ use crate::frame::FrameDecoder;
 use crate::jute::Reader;
 use crate::outbox::Drain;
 use crate::proto::{ConnectRequest, Request};
-use crate::read::fast_reply;
+use crate::read::{answerable, fast_reply};
 use crate::watch::ConnId;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -127,7 +127,7 @@ async fn pump(
                 link.heard(xid, opcode);
                 let traffic = &shared.traffic;
                 traffic.packets_received.fetch_add(1, Ordering::Relaxed);
-                if link.session() != 0 && link.caught_up() {
+                if answerable(&req) && link.session() != 0 && link.caught_up() {
                     let reply = {
                         let tree = shared.tree();
                         fast_reply(&tree, shared.visible_zxid(), &link.auth(), xid, &req)
