@@ -244,26 +244,32 @@ impl Core {
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
-            let expire = last_expiry.elapsed() >= tick;
-            self.checked_out(|core| {
-                if let Some(msg) = first {
-                    core.handle(msg);
-                    for msg in rx.try_iter().take(4096) {
+            // Periodic work takes the tree (blocking the connections'
+            // reads) only when a session is due to expire or reaping is due.
+            let (mut expire, mut reap) = (false, false);
+            if last_expiry.elapsed() >= tick {
+                last_expiry = Instant::now();
+                expire = !self.expired_sessions().is_empty();
+                reap = self.last_reap.elapsed()
+                    >= Duration::from_millis(self.config.container_check_interval_ms);
+            }
+            if first.is_some() || expire || reap {
+                self.checked_out(|core| {
+                    if let Some(msg) = first {
                         core.handle(msg);
+                        for msg in rx.try_iter().take(4096) {
+                            core.handle(msg);
+                        }
                     }
-                }
-                if expire {
-                    core.expire_sessions();
-                    if core.last_reap.elapsed()
-                        >= Duration::from_millis(core.config.container_check_interval_ms)
-                    {
+                    if expire {
+                        // Checked again: the batch may have revived or closed some.
+                        core.expire_sessions();
+                    }
+                    if reap {
                         core.last_reap = Instant::now();
                         core.reap();
                     }
-                }
-            });
-            if expire {
-                last_expiry = Instant::now();
+                });
             }
             self.hand_off_output();
             self.log.flush();
@@ -517,8 +523,9 @@ impl Core {
         }
     }
 
-    /// Expires sessions not heard from within their timeout.
-    fn expire_sessions(&mut self) {
+    /// Sessions not heard from within their timeout (renewing the deadlines
+    /// of those heard from since).
+    fn expired_sessions(&mut self) -> Vec<i64> {
         let now = Instant::now();
         let mut expired = Vec::new();
         for (id, l) in self.live.iter_mut() {
@@ -535,7 +542,12 @@ impl Core {
             }
             expired.push(*id);
         }
-        for id in expired {
+        expired
+    }
+
+    /// Closes the sessions not heard from within their timeout.
+    fn expire_sessions(&mut self) {
+        for id in self.expired_sessions() {
             tracing::info!("session {id:#x} expired");
             let l = self.live.remove(&id).unwrap();
             self.commit(id, TxnBody::CloseSession);
