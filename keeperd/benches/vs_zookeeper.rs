@@ -5,13 +5,18 @@
 //!
 //! Run: `cargo bench -p keeperd --bench vs_zookeeper [-- --seconds 3] [--op create] [--only keeperd]`
 //! Both servers listen on 127.0.0.1 ports picked free; both fsync their log.
+//!
+//! Within a cell both servers have their sessions open at once and take
+//! turns: after a 1 s warm-up each, the measured seconds are run as slices
+//! of about half a second, alternating between the servers, so that on a
+//! shared machine both see the same background load.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
 use zookeeper_client::{Acls, Client, CreateMode};
 
 const ZK_JARS: &[&str] = &[
@@ -33,6 +38,10 @@ const ZK_JARS: &[&str] = &[
 ];
 
 const SESSIONS: &[usize] = &[1, 10, 100];
+/// Length of one measured turn of a server within a cell.
+const SLICE: Duration = Duration::from_millis(500);
+/// Unmeasured load each server runs before its first turn.
+const WARM_UP: Duration = Duration::from_secs(1);
 const OPS: &[&str] = &["create", "setData", "getData"];
 const DATA: &[u8] = &[b'x'; 100];
 
@@ -149,90 +158,151 @@ struct CellResult {
     p99: Duration,
 }
 
-async fn one_session(
+/// A turn of load: run until `end`, keeping latencies if `measured`.
+#[derive(Clone, Copy)]
+struct Turn {
+    end: Instant,
+    measured: bool,
+}
+
+/// One session: connects, creates its node, then runs the op in every turn
+/// it is given and reports the latencies of the ops it started in the turn.
+async fn session(
     addr: String,
     op: &'static str,
-    dir: String,
-    i: usize,
-    warm: Instant,
-    end: Instant,
-) -> Vec<Duration> {
+    node: String,
+    mut turns: watch::Receiver<Option<Turn>>,
+    done: mpsc::UnboundedSender<Vec<Duration>>,
+) {
     let c = Client::connector()
         .with_session_timeout(Duration::from_secs(20))
         .connect(&addr)
         .await
         .expect("connect");
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
-    let node = format!("{dir}/s{i}");
     c.create(&node, DATA, &opts).await.expect("setup node");
-    let mut lat = Vec::with_capacity(1 << 16);
+    let _ = done.send(Vec::new());
     let mut k = 0u64;
-    loop {
-        let t = Instant::now();
-        if t >= end {
+    while turns.changed().await.is_ok() {
+        let Some(turn) = *turns.borrow_and_update() else {
             break;
-        }
-        match op {
-            "create" => {
-                c.create(&format!("{node}/c{k}"), DATA, &opts)
-                    .await
-                    .expect("create");
+        };
+        let mut lat = Vec::with_capacity(1 << 14);
+        loop {
+            let t = Instant::now();
+            if t >= turn.end {
+                break;
             }
-            "setData" => {
-                c.set_data(&node, DATA, None).await.expect("setData");
+            match op {
+                "create" => {
+                    c.create(&format!("{node}/c{k}"), DATA, &opts)
+                        .await
+                        .expect("create");
+                }
+                "setData" => {
+                    c.set_data(&node, DATA, None).await.expect("setData");
+                }
+                _ => {
+                    c.get_data(&node).await.expect("getData");
+                }
             }
-            _ => {
-                c.get_data(&node).await.expect("getData");
+            k += 1;
+            if turn.measured {
+                lat.push(t.elapsed());
             }
         }
-        k += 1;
-        if t >= warm {
-            lat.push(t.elapsed());
-        }
+        let _ = done.send(lat);
     }
-    lat
 }
 
-async fn cell(port: u16, op: &'static str, sessions: usize, secs: f64) -> CellResult {
-    let addr = format!("127.0.0.1:{port}");
-    let dir = format!("/bench-{op}-{sessions}");
-    let setup = Client::connect(&addr).await.unwrap();
-    setup
-        .create(
-            &dir,
-            b"",
-            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-        )
-        .await
-        .unwrap();
-    let start = Instant::now() + Duration::from_millis(500);
-    let warm = start + Duration::from_secs(1);
-    let end = warm + Duration::from_secs_f64(secs);
-    let barrier = Arc::new(tokio::sync::Barrier::new(sessions));
-    let mut tasks = Vec::new();
-    for i in 0..sessions {
-        let (addr, dir, barrier) = (addr.clone(), dir.clone(), barrier.clone());
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
-            one_session(addr, op, dir, i, warm, end).await
-        }));
+/// One server's sessions in a cell.
+struct Load {
+    turns: watch::Sender<Option<Turn>>,
+    done: mpsc::UnboundedReceiver<Vec<Duration>>,
+    sessions: usize,
+    latencies: Vec<Duration>,
+    measured: Duration,
+}
+
+impl Load {
+    async fn start(port: u16, op: &'static str, sessions: usize) -> Load {
+        let addr = format!("127.0.0.1:{port}");
+        let dir = format!("/bench-{op}-{sessions}");
+        let setup = Client::connect(&addr).await.unwrap();
+        setup
+            .create(
+                &dir,
+                b"",
+                &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+            )
+            .await
+            .unwrap();
+        let (turns, rx) = watch::channel(None);
+        let (tx, mut done) = mpsc::unbounded_channel();
+        for i in 0..sessions {
+            let node = format!("{dir}/s{i}");
+            tokio::spawn(session(addr.clone(), op, node, rx.clone(), tx.clone()));
+        }
+        for _ in 0..sessions {
+            done.recv().await.expect("a session failed to start");
+        }
+        Load {
+            turns,
+            done,
+            sessions,
+            latencies: Vec::new(),
+            measured: Duration::ZERO,
+        }
     }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
+
+    /// Runs every session for `len`, keeping the latencies if `measured`.
+    async fn turn(&mut self, len: Duration, measured: bool) {
+        let end = Instant::now() + len;
+        self.turns.send_replace(Some(Turn { end, measured }));
+        for _ in 0..self.sessions {
+            let lat = self.done.recv().await.expect("a session failed");
+            self.latencies.extend(lat);
+        }
+        if measured {
+            self.measured += len;
+        }
     }
-    all.sort_unstable();
-    let pct = |p: f64| {
-        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or_default()
-    };
-    CellResult {
-        ops: all.len(),
-        secs,
-        p50: pct(0.50),
-        p99: pct(0.99),
+
+    fn result(mut self) -> CellResult {
+        self.turns.send_replace(None);
+        let all = &mut self.latencies;
+        all.sort_unstable();
+        let pct = |p: f64| {
+            all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or_default()
+        };
+        CellResult {
+            ops: all.len(),
+            secs: self.measured.as_secs_f64(),
+            p50: pct(0.50),
+            p99: pct(0.99),
+        }
     }
+}
+
+/// One cell: every server's sessions open at once, then turns in alternation.
+async fn cell(ports: &[u16], op: &'static str, sessions: usize, secs: f64) -> Vec<CellResult> {
+    let mut loads = Vec::new();
+    for &port in ports {
+        loads.push(Load::start(port, op, sessions).await);
+    }
+    for load in &mut loads {
+        load.turn(WARM_UP, false).await;
+    }
+    let turns = (secs / SLICE.as_secs_f64()).ceil().max(1.0);
+    let len = Duration::from_secs_f64(secs / turns);
+    for _ in 0..turns as usize {
+        for load in &mut loads {
+            load.turn(len, true).await;
+        }
+    }
+    loads.into_iter().map(Load::result).collect()
 }
 
 fn main() {
@@ -268,13 +338,14 @@ fn main() {
         .unwrap();
     let mut rows = Vec::new();
     let mut memory = Vec::new();
-    // Both servers run side by side and each cell alternates between them, so
+    // Both servers run side by side and take turns within each cell, so
     // both see the same background load on this shared machine.
     let running: Vec<ServerProcess> = servers.iter().map(|name| start(name)).collect();
+    let ports: Vec<u16> = running.iter().map(|s| s.port).collect();
     for &op in &ops {
         for &n in SESSIONS {
-            for server in &running {
-                let r = runtime.block_on(cell(server.port, op, n, secs));
+            let results = runtime.block_on(cell(&ports, op, n, secs));
+            for (server, r) in running.iter().zip(results) {
                 eprintln!(
                     "{:9} {:8} {:3} sessions: {:8.0} ops/s  p50 {:7.3} ms  p99 {:7.3} ms",
                     server.name,

@@ -3,6 +3,7 @@
 
 use crate::core::Core;
 use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Version string reported to clients and monitors.
 pub const VERSION: &str = "3.8.0-keeperd-0.1.0, built on 1970-01-01 00:00 UTC";
@@ -23,10 +24,10 @@ pub fn answer(core: &Core, word: &str) -> String {
         return format!("{word} is not executed because it is not in the whitelist.\n");
     }
     let tree = core.tree();
-    let stats = core.stats();
+    let traffic = core.traffic();
     let mut out = String::new();
     let srvr_tail = |out: &mut String| {
-        let l = &stats.latency;
+        let l = traffic.latency.get();
         let _ = writeln!(
             out,
             "Latency min/avg/max: {}/{:.4}/{}",
@@ -34,8 +35,8 @@ pub fn answer(core: &Core, word: &str) -> String {
             l.avg(),
             l.max
         );
-        let _ = writeln!(out, "Received: {}", stats.packets_received);
-        let _ = writeln!(out, "Sent: {}", stats.packets_sent);
+        let _ = writeln!(out, "Received: {}", traffic.packets_received.load(Relaxed));
+        let _ = writeln!(out, "Sent: {}", traffic.packets_sent.load(Relaxed));
         let _ = writeln!(out, "Connections: {}", core.connection_count());
         let _ = writeln!(out, "Outstanding: {}", core.outstanding());
         let _ = writeln!(out, "Zxid: {:#x}", tree.last_zxid);
@@ -97,7 +98,8 @@ pub fn answer(core: &Core, word: &str) -> String {
 fn mntr(core: &Core, out: &mut String) {
     let tree = core.tree();
     let stats = core.stats();
-    let l = &stats.latency;
+    let traffic = core.traffic();
+    let l = traffic.latency.get();
     let mut kv = |k: &str, v: String| {
         let _ = writeln!(out, "zk_{k}\t{v}");
     };
@@ -107,8 +109,14 @@ fn mntr(core: &Core, out: &mut String) {
     kv("avg_latency", format!("{:.4}", l.avg()));
     kv("max_latency", l.max.to_string());
     kv("min_latency", l.min.to_string());
-    kv("packets_received", stats.packets_received.to_string());
-    kv("packets_sent", stats.packets_sent.to_string());
+    kv(
+        "packets_received",
+        traffic.packets_received.load(Relaxed).to_string(),
+    );
+    kv(
+        "packets_sent",
+        traffic.packets_sent.load(Relaxed).to_string(),
+    );
     kv("num_alive_connections", core.connection_count().to_string());
     kv("outstanding_requests", core.outstanding().to_string());
     kv("znode_count", tree.node_count().to_string());

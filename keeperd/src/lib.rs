@@ -1,20 +1,26 @@
 //! keeperd: a single-node ZooKeeper-compatible server.
 //!
-//! Pipeline: [`server`] (connections, framing, decoding) → [`core`]
-//! (sessions, reads, [`processor`] turning writes into [`txn`]s) → [`log`]
-//! (the [`log::Log`] seam; a local fsync'd log today) → [`tree`] (the
-//! deterministic state machine) → [`watch`] (notifications).
+//! Pipeline: [`server`] (connections, framing, decoding, plain reads of
+//! visible state via [`read`]) → [`core`] (sessions, reads, [`processor`]
+//! turning writes into [`txn`]s) → [`log`] (the [`log::Log`] seam; a local
+//! fsync'd log today) → [`tree`] (the deterministic state machine) →
+//! [`watch`] (notifications) → [`outbox`] (replies written to the socket by
+//! whoever releases them, see [`conn`]).
 
 pub mod auth;
 pub mod checksum;
 pub mod config;
+pub mod conn;
 pub mod core;
 pub mod fourlw;
 pub mod frame;
 pub mod jute;
 pub mod log;
+pub mod outbox;
 pub mod processor;
 pub mod proto;
+pub mod read;
+pub mod sched;
 pub mod server;
 pub mod stats;
 pub mod tree;
@@ -54,6 +60,7 @@ pub fn run(config_path: &Path) -> Result<(), String> {
         }),
     );
     let core = core::Core::new(config.clone(), recovered.tree, Box::new(file_log));
+    let shared = core.shared();
     std::thread::Builder::new()
         .name("keeperd-core".into())
         .spawn(move || {
@@ -76,7 +83,7 @@ pub fn run(config_path: &Path) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         tracing::info!("keeperd serving clients on {addr}");
-        server::serve(listener, core_tx).await;
+        server::serve(listener, core_tx, shared).await;
         Ok(())
     })
 }

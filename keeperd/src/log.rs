@@ -11,7 +11,10 @@
 //! zero-filled 1 MiB at a time ahead of their records (ZooKeeper also pads
 //! its log ahead), so a sync rarely has to commit block allocations or a new
 //! file size. Snapshots `snapshot.<zxid>` are `"KPSN"`, a crc32
-//! and the tree image, written to a temporary file, synced and renamed.
+//! and the tree image, encoded from a [`Capture`] by a background thread
+//! into a temporary file, synced and renamed. Its writeback is paced (at
+//! most about a MiB of it queued at the disk at a time) so that the log's
+//! syncs do not wait behind the whole image.
 //!
 //! Recovery ([`recover`]) loads the newest snapshot and replays the segments.
 //! A segment's records end where only zero bytes remain. A bad final record
@@ -21,14 +24,16 @@
 //! gap in zxids or a bad snapshot is corruption of acknowledged data, and
 //! recovery refuses with an error naming the file and offset.
 
-use crate::checksum::crc32;
+use crate::checksum::{crc32, Crc32};
 use crate::jute::Writer;
-use crate::tree::{Change, DataTree};
+use crate::tree::{Capture, Change, DataTree};
 use crate::txn::Txn;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 const SEGMENT_MAGIC: &[u8; 8] = b"KPLG\0\0\0\x01";
 const SNAPSHOT_MAGIC: &[u8; 4] = b"KPSN";
@@ -76,9 +81,9 @@ impl Segment {
 
     /// Appends zero chunks until the file reaches `end`.
     fn fill_to(&mut self, end: u64) -> io::Result<()> {
-        let zeros = vec![0u8; FILL_CHUNK];
+        static ZEROS: [u8; FILL_CHUNK] = [0; FILL_CHUNK];
         while self.filled < end {
-            self.file.write_all_at(&zeros, self.filled)?;
+            self.file.write_all_at(&ZEROS, self.filled)?;
             self.filled += FILL_CHUNK as u64;
         }
         Ok(())
@@ -106,8 +111,10 @@ pub trait Log: Send {
     /// local log reports before returning, a replicated one would report
     /// when a quorum has it).
     fn flush(&mut self);
-    /// Stores a snapshot image of the tree as of `zxid` (after earlier appends).
-    fn snapshot(&mut self, zxid: i64, image: Vec<u8>);
+    /// Whether a snapshot can start now (the previous one is stored).
+    fn can_snapshot(&self) -> bool;
+    /// Stores a snapshot of the tree as captured after the earlier appends.
+    fn snapshot(&mut self, capture: Capture);
 }
 
 /// Called with the highest durable zxid.
@@ -168,16 +175,29 @@ impl Log for FileLog {
         (self.on_durable)(self.pending_zxid);
     }
 
-    fn snapshot(&mut self, zxid: i64, image: Vec<u8>) {
+    fn can_snapshot(&self) -> bool {
+        self.snapshotter.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    fn snapshot(&mut self, capture: Capture) {
         self.flush();
+        let zxid = capture.last_zxid;
+        let started = Instant::now();
         self.segment =
             Segment::create(&self.dir, zxid + 1).unwrap_or_else(|e| fatal("start log segment", e));
+        let rolled = started.elapsed();
         if let Some(previous) = self.snapshotter.take() {
             let _ = previous.join();
         }
         let dir = self.dir.clone();
         self.snapshotter = Some(std::thread::spawn(move || {
-            write_snapshot(&dir, zxid, &image).unwrap_or_else(|e| fatal("write snapshot", e));
+            crate::sched::background();
+            let bytes =
+                write_snapshot(&dir, capture).unwrap_or_else(|e| fatal("write snapshot", e));
+            tracing::info!(
+                "snapshot {zxid:#x} stored: {bytes} bytes in {:?} (new log segment in {rolled:?})",
+                started.elapsed()
+            );
             purge(&dir);
         }));
     }
@@ -199,20 +219,51 @@ fn segment_path(dir: &Path, first_zxid: i64) -> PathBuf {
     dir.join(format!("log.{first_zxid:016x}"))
 }
 
-fn write_snapshot(dir: &Path, zxid: i64, image: &[u8]) -> io::Result<()> {
+/// Writes the snapshot file; returns its size.
+fn write_snapshot(dir: &Path, capture: Capture) -> io::Result<u64> {
+    let zxid = capture.last_zxid;
     let tmp = dir.join(format!("snapshot.{zxid:016x}.tmp"));
-    let mut f = File::create(&tmp)?;
-    f.write_all(SNAPSHOT_MAGIC)?;
-    f.write_all(&crc32(image).to_be_bytes())?;
-    // Sync as it goes, so the disk never holds a long queue of snapshot data
-    // in front of the transaction log's syncs.
-    for chunk in image.chunks(FILL_CHUNK) {
-        f.write_all(chunk)?;
-        f.sync_data()?;
-    }
+    let f = File::create(&tmp)?;
+    let header = SNAPSHOT_MAGIC.len() as u64 + 4;
+    let mut crc = Crc32::default();
+    let (mut end, mut settled) = (header, 0);
+    capture.encode(|piece| {
+        crc.update(piece);
+        f.write_all_at(piece, end)?;
+        // Start writing this piece back and wait for the ones before it, so
+        // the disk never holds a long queue of snapshot data in front of the
+        // transaction log's syncs.
+        let start = end;
+        end += piece.len() as u64;
+        sync_range(&f, start, end, libc::SYNC_FILE_RANGE_WRITE)?;
+        let wait = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        sync_range(&f, settled, start, wait)?;
+        settled = start;
+        Ok::<(), io::Error>(())
+    })?;
+    let mut head = SNAPSHOT_MAGIC.to_vec();
+    head.extend_from_slice(&crc.value().to_be_bytes());
+    f.write_all_at(&head, 0)?;
     f.sync_all()?;
     fs::rename(&tmp, dir.join(format!("snapshot.{zxid:016x}")))?;
-    sync_dir(dir)
+    sync_dir(dir)?;
+    Ok(end)
+}
+
+/// `sync_file_range(2)` over `[from, to)` of `f`.
+fn sync_range(f: &File, from: u64, to: u64, flags: libc::c_uint) -> io::Result<()> {
+    if to <= from {
+        return Ok(());
+    }
+    // SAFETY: a plain syscall on an open descriptor; it reads no memory of ours.
+    let r = unsafe { libc::sync_file_range(f.as_raw_fd(), from as i64, (to - from) as i64, flags) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Files named `<prefix>.<16 hex digits>` in `dir`, sorted by that number.
@@ -465,7 +516,8 @@ mod tests {
             tree.apply(&t, &mut Vec::new());
             log.append(&t);
             if Some(z) == snapshot_at {
-                log.snapshot(z, tree.encode_snapshot());
+                assert!(log.can_snapshot());
+                log.snapshot(tree.capture());
             }
         }
         log.flush();

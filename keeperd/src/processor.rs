@@ -131,7 +131,7 @@ pub fn prep_delete(
         return Err(err::NO_AUTH);
     }
     check_version(version, node.stat().version)?;
-    if !node.children.is_empty() {
+    if node.stat().num_children != 0 {
         return Err(err::NOT_EMPTY);
     }
     Ok(TxnBody::Delete {

@@ -520,6 +520,25 @@ pub fn reply_frame(xid: i32, zxid: i64, err: i32, body: impl FnOnce(&mut Writer)
     w.buf
 }
 
+/// Builds a reply frame whose body may fail: on `Err(code)` the body is
+/// dropped and the header carries the code. Returns the frame and the code.
+pub fn reply_frame_with(
+    xid: i32,
+    zxid: i64,
+    body: impl FnOnce(&mut Writer) -> Result<(), i32>,
+) -> (Vec<u8>, i32) {
+    const HEADER: usize = 4 + 4 + 8 + 4;
+    let mut code = err::OK;
+    let mut frame = reply_frame(xid, zxid, err::OK, |w| {
+        if let Err(e) = body(w) {
+            w.buf.truncate(HEADER);
+            code = e;
+        }
+    });
+    frame[HEADER - 4..HEADER].copy_from_slice(&code.to_be_bytes());
+    (frame, code)
+}
+
 /// Builds a watch notification frame (xid -1).
 pub fn event_frame(zxid: i64, event_type: i32, path: &str) -> Vec<u8> {
     reply_frame(xid::NOTIFICATION, zxid, err::OK, |w| {
@@ -594,5 +613,16 @@ mod tests {
         });
         assert_eq!(f.len(), 4 + 16 + 4);
         assert_eq!(i32::from_be_bytes([f[0], f[1], f[2], f[3]]), 20);
+        let (ok, code) = reply_frame_with(7, 9, |w| {
+            w.i32(1);
+            Ok(())
+        });
+        assert_eq!((ok, code), (f, err::OK));
+        let (failed, code) = reply_frame_with(7, 9, |w| {
+            w.i32(1);
+            Err(err::NO_NODE)
+        });
+        assert_eq!(code, err::NO_NODE);
+        assert_eq!(failed, reply_frame(7, 9, err::NO_NODE, |_| {}));
     }
 }

@@ -1,31 +1,41 @@
 //! The connection layer: accepts TCP clients, splits their byte streams into
-//! frames, decodes the handshake and requests, forwards them to the core and
-//! writes back what the core sends. A connection that sends an invalid
-//! frame or record is closed; no client can block another.
+//! frames, decodes the handshake and requests, answers plain reads itself
+//! when it can ([`crate::read::fast_reply`]) and forwards everything else to
+//! the core. Replies reach the socket through the connection's
+//! [`crate::outbox::Outbox`]; this task writes only what the socket could not
+//! take at once. A connection that sends an invalid frame or record is
+//! closed; no client can block another.
 
-use crate::core::{CoreMsg, Out};
+use crate::auth::AuthId;
+use crate::conn::Connection;
+use crate::core::{CoreMsg, Shared};
 use crate::fourlw;
 use crate::frame::FrameDecoder;
 use crate::jute::Reader;
+use crate::outbox::Drain;
 use crate::proto::{ConnectRequest, Request};
+use crate::read::{answerable, fast_reply};
 use crate::watch::ConnId;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
 /// Accepts clients forever, one task per connection.
-pub async fn serve(listener: TcpListener, core: Sender<CoreMsg>) {
+pub async fn serve(listener: TcpListener, core: Sender<CoreMsg>, shared: Arc<Shared>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
                 let core = core.clone();
+                let shared = shared.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = connection(stream, core).await {
+                    if let Err(e) = connection(stream, core, shared).await {
                         tracing::debug!("connection closed: {e}");
                     }
                 });
@@ -38,7 +48,11 @@ pub async fn serve(listener: TcpListener, core: Sender<CoreMsg>) {
     }
 }
 
-async fn connection(mut stream: TcpStream, core: Sender<CoreMsg>) -> std::io::Result<()> {
+async fn connection(
+    mut stream: TcpStream,
+    core: Sender<CoreMsg>,
+    shared: Arc<Shared>,
+) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let addr = stream.peer_addr()?;
     let mut decoder = FrameDecoder::new();
@@ -60,34 +74,40 @@ async fn connection(mut stream: TcpStream, core: Sender<CoreMsg>) -> std::io::Re
         return stream.shutdown().await;
     }
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
-    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let ip = AuthId {
+        scheme: "ip".into(),
+        id: addr.ip().to_string(),
+    };
+    let link = Arc::new(Connection::new(stream.as_raw_fd(), vec![ip]));
     if core
         .send(CoreMsg::Open {
             conn,
             addr,
-            out: out_tx,
+            link: link.clone(),
         })
         .is_err()
     {
         return Ok(());
     }
-    let result = pump(&mut stream, decoder, out_rx, conn, &core).await;
+    let result = pump(&mut stream, decoder, &link, conn, &core, &shared).await;
+    // Nobody writes to the socket once it is dropped.
+    link.outbox.shut();
     let _ = core.send(CoreMsg::Closed { conn });
     result
 }
 
-/// Reads requests and writes replies until either side ends.
+/// Reads requests and writes what the outbox hands over until either side ends.
 async fn pump(
     stream: &mut TcpStream,
     mut decoder: FrameDecoder,
-    mut out_rx: mpsc::UnboundedReceiver<Out>,
+    link: &Connection,
     conn: ConnId,
     core: &Sender<CoreMsg>,
+    shared: &Shared,
 ) -> std::io::Result<()> {
     let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
     let (mut rd, mut wr) = stream.split();
     let mut handshaken = false;
-    let mut write_buf = Vec::with_capacity(16 * 1024);
     loop {
         // Decode everything already buffered.
         while let Some(frame) = decoder.next_frame().map_err(|e| invalid(e.to_string()))? {
@@ -96,6 +116,7 @@ async fn pump(
                 let req = ConnectRequest::decode(&frame).map_err(|e| invalid(e.to_string()))?;
                 CoreMsg::Connect { conn, req }
             } else {
+                let at = Instant::now();
                 let mut r = Reader::new(&frame);
                 let (xid, opcode) = match (r.i32(), r.i32()) {
                     (Ok(x), Ok(o)) => (x, o),
@@ -103,14 +124,24 @@ async fn pump(
                 };
                 let req = Request::decode(opcode, &frame[8..])
                     .map_err(|e| invalid(format!("op {opcode}: {e}")))?;
-                CoreMsg::Request {
-                    conn,
-                    xid,
-                    opcode,
-                    req,
-                    at: Instant::now(),
+                link.heard(xid, opcode);
+                let traffic = &shared.traffic;
+                traffic.packets_received.fetch_add(1, Ordering::Relaxed);
+                if answerable(&req) && link.session() != 0 && link.caught_up() {
+                    let reply = {
+                        let tree = shared.tree();
+                        fast_reply(&tree, shared.visible_zxid(), &link.auth(), xid, &req)
+                    };
+                    if let Some(reply) = reply {
+                        link.outbox.send(&reply);
+                        traffic.packets_sent.fetch_add(1, Ordering::Relaxed);
+                        traffic.latency.record(at.elapsed().as_millis() as u64);
+                        continue;
+                    }
                 }
+                CoreMsg::Request { conn, xid, req, at }
             };
+            link.forwarded();
             if core.send(msg).is_err() {
                 return Ok(());
             }
@@ -121,27 +152,14 @@ async fn pump(
                     return Ok(());
                 }
             }
-            out = out_rx.recv() => {
-                let Some(first) = out else { return Ok(()) };
-                let mut close = false;
-                let mut next = Some(first);
-                while let Some(o) = next.take() {
-                    match o {
-                        Out::Frame(f) => write_buf.extend_from_slice(&f),
-                        Out::Close => {
-                            close = true;
-                            break;
-                        }
+            () = link.outbox.notified() => loop {
+                match link.outbox.take() {
+                    Drain::Write(bytes) => wr.write_all(&bytes).await?,
+                    Drain::Idle => break,
+                    Drain::Close => {
+                        let _ = wr.shutdown().await;
+                        return Ok(());
                     }
-                    if write_buf.len() < 256 * 1024 {
-                        next = out_rx.try_recv().ok();
-                    }
-                }
-                wr.write_all(&write_buf).await?;
-                write_buf.clear();
-                if close {
-                    let _ = wr.shutdown().await;
-                    return Ok(());
                 }
             }
         }

@@ -1,5 +1,7 @@
 //! Counters and summaries served by the four-letter words.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// Count/sum/min/max of a sampled quantity (ZooKeeper's AvgMinMaxCounter).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Summary {
@@ -44,15 +46,65 @@ impl Summary {
     }
 }
 
-/// Server-wide statistics.
+/// A [`Summary`] that several threads record into.
+#[derive(Debug)]
+pub struct SharedSummary {
+    count: AtomicU64,
+    sum: AtomicU64,
+    min: AtomicU64,
+    max: AtomicU64,
+}
+
+impl Default for SharedSummary {
+    fn default() -> Self {
+        SharedSummary {
+            count: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+            min: AtomicU64::new(u64::MAX),
+            max: AtomicU64::new(0),
+        }
+    }
+}
+
+impl SharedSummary {
+    /// Records one sample.
+    pub fn record(&self, v: u64) {
+        self.min.fetch_min(v, Ordering::Relaxed);
+        self.max.fetch_max(v, Ordering::Relaxed);
+        self.sum.fetch_add(v, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The samples so far.
+    pub fn get(&self) -> Summary {
+        let count = self.count.load(Ordering::Relaxed);
+        Summary {
+            count,
+            sum: self.sum.load(Ordering::Relaxed),
+            min: if count == 0 {
+                0
+            } else {
+                self.min.load(Ordering::Relaxed)
+            },
+            max: self.max.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Traffic counted by the core and the connections together.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Packets received from clients.
+    pub packets_received: AtomicU64,
+    /// Packets sent to clients.
+    pub packets_sent: AtomicU64,
+    /// Request latency in ms.
+    pub latency: SharedSummary,
+}
+
+/// Watch statistics, kept by the core.
 #[derive(Debug, Default)]
 pub struct ServerStats {
-    /// Packets received from clients.
-    pub packets_received: u64,
-    /// Packets sent to clients.
-    pub packets_sent: u64,
-    /// Request latency in ms.
-    pub latency: Summary,
     /// Watchers notified per NodeCreated event.
     pub node_created_watch: Summary,
     /// Watchers notified per NodeDeleted event.
@@ -77,5 +129,12 @@ mod tests {
         let mut out = String::new();
         s.mntr_lines("x", &mut out);
         assert!(out.contains("zk_avg_x\t3.0000\n") && out.contains("zk_cnt_x\t3\n"));
+        let shared = SharedSummary::default();
+        assert_eq!(shared.get().min, 0);
+        for v in [3, 1, 5] {
+            shared.record(v);
+        }
+        let g = shared.get();
+        assert_eq!((g.count, g.sum, g.min, g.max), (3, 9, 1, 5));
     }
 }

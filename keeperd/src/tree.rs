@@ -1,7 +1,11 @@
 //! The data tree: the deterministic state machine. It applies transactions in
 //! zxid order and reports the changes each one made, from which watches fire.
-//! It also holds the durable part of sessions (id, timeout, password) and
-//! encodes/decodes itself as a snapshot image.
+//! It also holds the durable part of sessions (id, timeout, password), and
+//! [`DataTree::capture`]s itself for a snapshot image, which is encoded
+//! elsewhere, and decodes such images. A capture costs next to nothing: the
+//! nodes live in shards the capture shares, and a change to a shard that a
+//! capture still holds copies that shard first (its entries are paths,
+//! Arcs and stats; the children index is not part of it).
 
 use crate::jute::{DecodeError, DecodeResult, Reader, Writer};
 use crate::proto::{Acl, Stat};
@@ -42,17 +46,15 @@ pub fn owner_kind(owner: i64) -> OwnerKind {
     }
 }
 
-/// One znode.
+/// One znode (its children's names are in the tree's children index).
 #[derive(Debug, Clone)]
 pub struct Node {
-    /// Data.
-    pub data: Vec<u8>,
+    /// Data (replaced whole by setData, so snapshots can share it).
+    pub data: Arc<[u8]>,
     /// ACL, shared between nodes with equal ACLs.
     pub acl: Arc<[Acl]>,
-    /// Stat; data_length and num_children are filled in by [`Node::stat`].
+    /// Stat, counting the children; data_length is filled in by [`Node::stat`].
     stat: Stat,
-    /// Names of the children.
-    pub children: BTreeSet<String>,
     /// Children created so far: the next sequential child's suffix. Unlike
     /// cversion it does not count deletes (as in ZooKeeper: create, delete,
     /// create -s gives suffix 1 with cversion 3).
@@ -64,9 +66,78 @@ impl Node {
     pub fn stat(&self) -> Stat {
         Stat {
             data_length: self.data.len() as i32,
-            num_children: self.children.len() as i32,
             ..self.stat
         }
+    }
+}
+
+impl Stat {
+    /// This stat with the child count of `current` (insert_node and
+    /// remove_node keep that count; reverting restores everything else).
+    fn with_children_of(self, current: &Stat) -> Stat {
+        Stat {
+            num_children: current.num_children,
+            ..self
+        }
+    }
+}
+
+/// Shards of the node table; see the module docs.
+const SHARDS: usize = 1024;
+
+type Shard = HashMap<Arc<str>, Node>;
+
+/// The znodes by path, in copy-on-write shards.
+struct Nodes {
+    shards: Vec<Arc<Shard>>,
+    len: usize,
+}
+
+/// FNV-1a of the path, picking its shard.
+fn shard_of(path: &str) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in path.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h as usize) & (SHARDS - 1)
+}
+
+impl Nodes {
+    fn new() -> Nodes {
+        Nodes {
+            shards: (0..SHARDS).map(|_| Arc::new(Shard::new())).collect(),
+            len: 0,
+        }
+    }
+
+    fn get(&self, path: &str) -> Option<&Node> {
+        self.shards[shard_of(path)].get(path)
+    }
+
+    /// The node, copying its shard first if a capture holds it.
+    fn get_mut(&mut self, path: &str) -> Option<&mut Node> {
+        let shard = &mut self.shards[shard_of(path)];
+        if !shard.contains_key(path) {
+            return None;
+        }
+        Arc::make_mut(shard).get_mut(path)
+    }
+
+    fn insert(&mut self, path: &str, node: Node) {
+        let shard = Arc::make_mut(&mut self.shards[shard_of(path)]);
+        if shard.insert(path.into(), node).is_none() {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, path: &str) -> Option<Node> {
+        let shard = &mut self.shards[shard_of(path)];
+        if !shard.contains_key(path) {
+            return None;
+        }
+        let node = Arc::make_mut(shard).remove(path);
+        self.len -= 1;
+        node
     }
 }
 
@@ -112,7 +183,7 @@ pub enum Undo {
     /// Restore data and stat.
     DataSet {
         path: String,
-        data: Vec<u8>,
+        data: Arc<[u8]>,
         stat: Stat,
     },
     /// Restore ACL and stat.
@@ -125,7 +196,9 @@ pub enum Undo {
 
 /// The znodes, the session records and the last applied zxid.
 pub struct DataTree {
-    nodes: HashMap<String, Node>,
+    nodes: Nodes,
+    /// Names of the children of every node that has some.
+    children: HashMap<Arc<str>, BTreeSet<String>>,
     ephemerals: HashMap<i64, BTreeSet<String>>,
     /// Container and TTL nodes, checked by the reaper.
     pub reapable: HashSet<String>,
@@ -159,7 +232,8 @@ impl DataTree {
     /// A tree holding only "/" and ZooKeeper's system nodes.
     pub fn new() -> Self {
         let mut t = DataTree {
-            nodes: HashMap::new(),
+            nodes: Nodes::new(),
+            children: HashMap::new(),
             ephemerals: HashMap::new(),
             reapable: HashSet::new(),
             sessions: HashMap::new(),
@@ -169,12 +243,11 @@ impl DataTree {
         };
         let acl = t.intern_acl(vec![Acl::open()]);
         t.nodes.insert(
-            "/".into(),
+            "/",
             Node {
-                data: vec![],
+                data: Arc::new([]),
                 acl: acl.clone(),
                 stat: Stat::default(),
-                children: BTreeSet::new(),
                 seq: 0,
             },
         );
@@ -182,10 +255,9 @@ impl DataTree {
             t.insert_node(
                 path,
                 Node {
-                    data: vec![],
+                    data: Arc::new([]),
                     acl: acl.clone(),
                     stat: Stat::default(),
-                    children: BTreeSet::new(),
                     seq: 0,
                 },
             );
@@ -203,8 +275,18 @@ impl DataTree {
     }
 
     fn insert_node(&mut self, path: &str, node: Node) {
-        if let Some(parent) = self.nodes.get_mut(parent_of(path)) {
-            parent.children.insert(child_name(path).to_string());
+        let parent_path = parent_of(path);
+        if let Some(parent) = self.nodes.get_mut(parent_path) {
+            parent.stat.num_children += 1;
+            match self.children.get_mut(parent_path) {
+                Some(names) => {
+                    names.insert(child_name(path).to_string());
+                }
+                None => {
+                    let names = BTreeSet::from([child_name(path).to_string()]);
+                    self.children.insert(parent_path.into(), names);
+                }
+            }
         }
         if let OwnerKind::Ephemeral(s) = owner_kind(node.stat.ephemeral_owner) {
             self.ephemerals
@@ -215,13 +297,20 @@ impl DataTree {
             self.reapable.insert(path.to_string());
         }
         self.data_size += (path.len() + node.data.len()) as u64;
-        self.nodes.insert(path.to_string(), node);
+        self.nodes.insert(path, node);
     }
 
     fn remove_node(&mut self, path: &str) -> Option<Node> {
         let node = self.nodes.remove(path)?;
-        if let Some(parent) = self.nodes.get_mut(parent_of(path)) {
-            parent.children.remove(child_name(path));
+        let parent_path = parent_of(path);
+        if let Some(parent) = self.nodes.get_mut(parent_path) {
+            parent.stat.num_children -= 1;
+        }
+        if let Some(names) = self.children.get_mut(parent_path) {
+            names.remove(child_name(path));
+            if names.is_empty() {
+                self.children.remove(parent_path);
+            }
         }
         if let OwnerKind::Ephemeral(s) = owner_kind(node.stat.ephemeral_owner) {
             if let Some(set) = self.ephemerals.get_mut(&s) {
@@ -241,9 +330,15 @@ impl DataTree {
         self.nodes.get(path)
     }
 
+    /// The names of the children of `path`, in order.
+    pub fn children(&self, path: &str) -> &BTreeSet<String> {
+        static NONE: BTreeSet<String> = BTreeSet::new();
+        self.children.get(path).unwrap_or(&NONE)
+    }
+
     /// Number of znodes.
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.nodes.len
     }
 
     /// Approximate bytes of paths and data.
@@ -266,10 +361,7 @@ impl DataTree {
 
     /// Number of descendants of `path` (not counting itself).
     pub fn descendant_count(&self, path: &str) -> usize {
-        let Some(node) = self.nodes.get(path) else {
-            return 0;
-        };
-        node.children
+        self.children(path)
             .iter()
             .map(|c| 1 + self.descendant_count(&join(path, c)))
             .sum()
@@ -321,7 +413,7 @@ impl DataTree {
                 ephemeral_owner,
             } => {
                 let parent_path = parent_of(path).to_string();
-                let Some(parent) = self.nodes.get_mut(&parent_path) else {
+                let Some(parent) = self.nodes.get_mut(parent_path.as_str()) else {
                     return Undo::Nothing;
                 };
                 let (parent_stat, parent_seq) = (parent.stat, parent.seq);
@@ -341,10 +433,9 @@ impl DataTree {
                 self.insert_node(
                     path,
                     Node {
-                        data: data.clone(),
+                        data: data.as_slice().into(),
                         acl,
                         stat,
-                        children: BTreeSet::new(),
                         seq: 0,
                     },
                 );
@@ -362,7 +453,7 @@ impl DataTree {
                     return Undo::Nothing;
                 };
                 let mut parent_stat = Stat::default();
-                if let Some(parent) = self.nodes.get_mut(&parent_path) {
+                if let Some(parent) = self.nodes.get_mut(parent_path.as_str()) {
                     parent_stat = parent.stat;
                     parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
                     parent.stat.pzxid = zxid;
@@ -380,12 +471,12 @@ impl DataTree {
                 data,
                 version,
             } => {
-                let Some(node) = self.nodes.get_mut(path) else {
+                let Some(node) = self.nodes.get_mut(path.as_str()) else {
                     return Undo::Nothing;
                 };
                 let undo = Undo::DataSet {
                     path: path.clone(),
-                    data: std::mem::replace(&mut node.data, data.clone()),
+                    data: std::mem::replace(&mut node.data, data.as_slice().into()),
                     stat: node.stat,
                 };
                 node.stat.version = *version;
@@ -399,7 +490,7 @@ impl DataTree {
             }
             TxnBody::SetAcl { path, acl, version } => {
                 let acl = self.intern_acl(acl.clone());
-                let Some(node) = self.nodes.get_mut(path) else {
+                let Some(node) = self.nodes.get_mut(path.as_str()) else {
                     return Undo::Nothing;
                 };
                 let undo = Undo::AclSet {
@@ -427,7 +518,7 @@ impl DataTree {
             } => {
                 self.remove_node(&path);
                 if let Some(p) = self.nodes.get_mut(parent_of(&path)) {
-                    p.stat = parent_stat;
+                    p.stat = parent_stat.with_children_of(&p.stat);
                     p.seq = parent_seq;
                 }
             }
@@ -438,18 +529,18 @@ impl DataTree {
             } => {
                 self.insert_node(&path, node);
                 if let Some(p) = self.nodes.get_mut(parent_of(&path)) {
-                    p.stat = parent_stat;
+                    p.stat = parent_stat.with_children_of(&p.stat);
                 }
             }
             Undo::DataSet { path, data, stat } => {
-                if let Some(n) = self.nodes.get_mut(&path) {
+                if let Some(n) = self.nodes.get_mut(path.as_str()) {
                     self.data_size = self.data_size + data.len() as u64 - n.data.len() as u64;
                     n.data = data;
                     n.stat = stat;
                 }
             }
             Undo::AclSet { path, acl, stat } => {
-                if let Some(n) = self.nodes.get_mut(&path) {
+                if let Some(n) = self.nodes.get_mut(path.as_str()) {
                     n.acl = acl;
                     n.stat = stat;
                 }
@@ -457,36 +548,40 @@ impl DataTree {
         }
     }
 
-    /// Encodes the whole tree and session table as a snapshot image.
-    pub fn encode_snapshot(&self) -> Vec<u8> {
-        let mut w = Writer::new();
-        w.i64(self.last_zxid);
-        let mut sessions: Vec<_> = self.sessions.iter().collect();
-        sessions.sort_by_key(|(id, _)| **id);
-        w.i32(sessions.len() as i32);
-        for (id, s) in sessions {
-            w.i64(*id).i32(s.timeout).buffer(&s.password);
+    /// Everything a snapshot stores, as of now.
+    pub fn capture(&self) -> Capture {
+        let mut sessions: Vec<_> = self
+            .sessions
+            .iter()
+            .map(|(id, s)| (*id, s.clone()))
+            .collect();
+        sessions.sort_by_key(|(id, _)| *id);
+        Capture {
+            last_zxid: self.last_zxid,
+            sessions,
+            shards: self.nodes.shards.clone(),
         }
-        w.i64(self.nodes.len() as i64);
-        let mut stack = vec!["/".to_string()];
-        while let Some(path) = stack.pop() {
-            let node = &self.nodes[&path];
-            w.string(&path).buffer(&node.data);
-            Acl::write_list(&node.acl, &mut w);
-            node.stat.write(&mut w);
-            w.i32(node.seq);
-            for c in node.children.iter().rev() {
-                stack.push(join(&path, c));
-            }
-        }
-        w.buf
     }
 
-    /// Decodes a snapshot image made by [`DataTree::encode_snapshot`].
+    /// The whole tree and session table as one snapshot image.
+    pub fn encode_snapshot(&self) -> Vec<u8> {
+        let mut image = Vec::new();
+        let encoded = self.capture().encode(|piece| {
+            image.extend_from_slice(piece);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        match encoded {
+            Ok(()) => image,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Decodes a snapshot image made by [`Capture::encode`].
     pub fn decode_snapshot(bytes: &[u8]) -> DecodeResult<DataTree> {
         let mut r = Reader::new(bytes);
         let mut t = DataTree {
-            nodes: HashMap::new(),
+            nodes: Nodes::new(),
+            children: HashMap::new(),
             ..DataTree::new()
         };
         t.data_size = 0;
@@ -509,31 +604,74 @@ impl DataTree {
             let path = r.string()?;
             let data = r.buffer()?;
             let acl = r.vec(Acl::read)?;
-            let stat = Stat::read(&mut r)?;
+            // The children are counted again as they are inserted.
+            let stat = Stat {
+                num_children: 0,
+                ..Stat::read(&mut r)?
+            };
             let seq = r.i32()?;
             let acl = t.intern_acl(acl);
             if i == 0 {
                 if path != "/" {
                     return Err(DecodeError("snapshot does not start at the root"));
                 }
-            } else if !t.nodes.contains_key(parent_of(&path)) {
+            } else if t.nodes.get(parent_of(&path)).is_none() {
                 return Err(DecodeError("snapshot node before its parent"));
             }
             t.insert_node(
                 &path,
                 Node {
-                    data,
+                    data: data.into(),
                     acl,
                     stat,
-                    children: BTreeSet::new(),
                     seq,
                 },
             );
         }
-        if r.remaining() != 0 || !t.nodes.contains_key("/") {
+        if r.remaining() != 0 || t.nodes.get("/").is_none() {
             return Err(DecodeError("snapshot has trailing bytes or no root"));
         }
         Ok(t)
+    }
+}
+
+/// The tree's content at one zxid, for a snapshot (see [`DataTree::capture`]).
+pub struct Capture {
+    /// Zxid of the last transaction the capture includes.
+    pub last_zxid: i64,
+    sessions: Vec<(i64, SessionRecord)>,
+    shards: Vec<Arc<Shard>>,
+}
+
+impl Capture {
+    /// Encodes the snapshot image, handing it to `out` in pieces of about
+    /// 1 MiB and stopping at its first error. Nodes go in path order, so
+    /// every parent precedes its children.
+    pub fn encode<E>(self, mut out: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        const PIECE: usize = 1 << 20;
+        let mut w = Writer {
+            buf: Vec::with_capacity(PIECE + 64 * 1024),
+        };
+        w.i64(self.last_zxid);
+        w.i32(self.sessions.len() as i32);
+        for (id, s) in &self.sessions {
+            w.i64(*id).i32(s.timeout).buffer(&s.password);
+        }
+        let mut nodes: Vec<(&Arc<str>, &Node)> =
+            self.shards.iter().flat_map(|s| s.iter()).collect();
+        nodes.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        w.i64(nodes.len() as i64);
+        for (path, n) in nodes {
+            w.string(path).buffer(&n.data);
+            Acl::write_list(&n.acl, &mut w);
+            n.stat.write(&mut w);
+            w.i32(n.seq);
+            if w.buf.len() >= PIECE {
+                out(&w.buf)?;
+                w.buf.clear();
+            }
+        }
+        out(&w.buf)
     }
 }
 
@@ -672,6 +810,77 @@ mod tests {
             t.revert(u);
         }
         assert_eq!(t.encode_snapshot(), before);
+    }
+
+    #[test]
+    fn revert_of_a_delete_restores_the_child_count() {
+        let mut t = DataTree::new();
+        let mut ch = Vec::new();
+        for (zxid, path) in [(1, "/a"), (2, "/a/b")] {
+            t.apply(
+                &Txn {
+                    zxid,
+                    time: 10,
+                    session: 5,
+                    body: create(path, 0),
+                },
+                &mut ch,
+            );
+        }
+        let before = t.encode_snapshot();
+        let delete = TxnBody::Delete {
+            path: "/a/b".into(),
+        };
+        let u = t.apply_body(3, 30, &delete, &mut ch);
+        assert_eq!(t.get("/a").unwrap().stat().num_children, 0);
+        t.revert(u);
+        assert_eq!(t.get("/a").unwrap().stat().num_children, 1);
+        assert_eq!(t.children("/a").iter().collect::<Vec<_>>(), ["b"]);
+        assert_eq!(t.encode_snapshot(), before);
+    }
+
+    #[test]
+    fn a_capture_keeps_its_moment() {
+        let mut t = DataTree::new();
+        let mut ch = Vec::new();
+        for i in 0..3000 {
+            let body = create(&format!("/n{i}"), 0);
+            let txn = Txn {
+                zxid: i + 1,
+                time: 1,
+                session: 5,
+                body,
+            };
+            t.apply(&txn, &mut ch);
+        }
+        let image = t.encode_snapshot();
+        let capture = t.capture();
+        // Changes after the capture, touching most shards, do not show in it.
+        for i in 0..3000 {
+            let body = if i % 2 == 0 {
+                TxnBody::Delete {
+                    path: format!("/n{i}"),
+                }
+            } else {
+                TxnBody::SetData {
+                    path: format!("/n{i}"),
+                    data: b"new".to_vec(),
+                    version: 1,
+                }
+            };
+            t.apply_body(4000 + i, 2, &body, &mut ch);
+            t.apply_body(4000 + i, 2, &create(&format!("/m{i}"), 0), &mut ch);
+        }
+        let mut later = Vec::new();
+        capture
+            .encode(|piece| {
+                later.extend_from_slice(piece);
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        assert_eq!(later, image);
+        assert_eq!(t.node_count(), 4 + 1500 + 3000);
+        assert_eq!(t.get("/n1").unwrap().data[..], b"new"[..]);
     }
 
     #[test]

@@ -88,6 +88,34 @@ async fn crud_stat_and_versions() {
 }
 
 #[tokio::test]
+async fn reads_see_the_writes_before_them() {
+    let server = Server::start("pipelined", "");
+    let c = connect(&server).await;
+    let other = connect(&server).await;
+    c.create("/p", b"", &persistent()).await.unwrap();
+    for round in 0..20 {
+        // Writes and reads sent back to back on one session (the crate sends
+        // in call order): no read may be answered from before its write.
+        let mut pairs = Vec::new();
+        for i in 0..50 {
+            let value = format!("{round}-{i}").into_bytes();
+            let set = c.set_data("/p", &value, None);
+            pairs.push((value, set, c.get_data("/p"), c.check_stat("/p")));
+        }
+        let mut last = None;
+        for (value, set, get, exists) in pairs {
+            let stat = set.await.unwrap();
+            let (data, got) = get.await.unwrap();
+            assert_eq!((data, got), (value.clone(), stat), "round {round}");
+            assert_eq!(exists.await.unwrap(), Some(stat));
+            last = Some(value);
+        }
+        // Once a write is acknowledged, another session reads it too.
+        assert_eq!(Some(other.get_data("/p").await.unwrap().0), last);
+    }
+}
+
+#[tokio::test]
 async fn create_modes_sequence_ephemeral_container_ttl() {
     let server = Server::start("modes", "containerCheckIntervalMs=100");
     let c = connect(&server).await;
