@@ -17,7 +17,6 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use zookeeper_client::{SessionState, StateWatcher};
 
 use super::office::Office;
 use super::recipe::Recipe;
@@ -25,7 +24,6 @@ use super::ElectionConfig;
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
 use crate::generator::{self, ended, DriverRun, HealReport, Next, Slot, Target};
 use crate::history::Recorder;
-use crate::workload::lock::OnDisconnect;
 use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
 
 /// What a election run does: its settings, slots, time and servers.
@@ -218,10 +216,10 @@ async fn round(
     tally.terms += 1;
     let mut states = session.client.state_watcher();
     let policy = shared.cfg.on_disconnect;
-    let lost = match lost_by_policy(states.peek_state(), policy) {
+    let lost = match policy.lost(states.peek_state()) {
         Some(reason) => Some(reason),
         None => tokio::select! {
-            reason = session_lost(&mut states, policy) => Some(reason),
+            reason = policy.session_lost(&mut states) => Some(reason),
             _ = tokio::time::sleep(shared.cfg.tenure.0) => None,
             _ = ended(stop, deadline) => None,
         },
@@ -243,46 +241,5 @@ async fn round(
             tally.resign_failed += 1;
             Ok(Next::Retire)
         }
-    }
-}
-
-/// Whether a leader in session state `state` must stop leading under `policy`, and why.
-fn lost_by_policy(state: SessionState, policy: OnDisconnect) -> Option<String> {
-    match (state, policy) {
-        (SessionState::Expired, _) => Some("session-expired".into()),
-        (SessionState::Closed, _) => Some("session-closed".into()),
-        (SessionState::AuthFailed, _) => Some("auth-failed".into()),
-        (SessionState::Disconnected, OnDisconnect::AssumeLost) => Some("disconnected".into()),
-        _ => None,
-    }
-}
-
-/// Completes, with the reason, when the session's state makes the leader stop under `policy`.
-async fn session_lost(states: &mut StateWatcher, policy: OnDisconnect) -> String {
-    loop {
-        if let Some(reason) = lost_by_policy(states.changed().await, policy) {
-            return reason;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_leader_stops_by_its_policy() {
-        use OnDisconnect::{AssumeLost, Keep};
-        let lost = |s, p| lost_by_policy(s, p);
-        assert_eq!(
-            lost(SessionState::Disconnected, AssumeLost).as_deref(),
-            Some("disconnected")
-        );
-        assert_eq!(lost(SessionState::Disconnected, Keep), None);
-        assert_eq!(
-            lost(SessionState::Expired, Keep).as_deref(),
-            Some("session-expired")
-        );
-        assert_eq!(lost(SessionState::SyncConnected, AssumeLost), None);
     }
 }

@@ -4,11 +4,9 @@
 use std::io;
 use std::time::Duration;
 
-use zookeeper_client::{SessionState, StateWatcher};
-
 use super::recipe::{Held, Recipe};
 use super::resource::Resource;
-use super::{LockConfig, OnDisconnect};
+use super::LockConfig;
 use crate::client::Session;
 use crate::workload::{HerdMeter, Requests};
 
@@ -56,12 +54,12 @@ impl Holder<'_> {
             reentered: false,
         };
         for step in 0..cfg.steps {
-            if let Some(reason) = lost_by_policy(states.peek_state(), cfg.on_disconnect) {
+            if let Some(reason) = cfg.on_disconnect.lost(states.peek_state()) {
                 end.lost = Some(reason);
                 break;
             }
             tokio::select! {
-                reason = session_lost(&mut states, cfg.on_disconnect) => {
+                reason = cfg.on_disconnect.session_lost(&mut states) => {
                     end.lost = Some(reason);
                     break;
                 }
@@ -89,48 +87,5 @@ impl Holder<'_> {
         }
         self.resource.exit(process, end.lost.clone())?;
         Ok(end)
-    }
-}
-
-/// Whether a holder in session state `state` must stop holding under `policy`, and why.
-fn lost_by_policy(state: SessionState, policy: OnDisconnect) -> Option<String> {
-    match (state, policy) {
-        (SessionState::Expired, _) => Some("session-expired".into()),
-        (SessionState::Closed, _) => Some("session-closed".into()),
-        (SessionState::AuthFailed, _) => Some("auth-failed".into()),
-        (SessionState::Disconnected, OnDisconnect::AssumeLost) => Some("disconnected".into()),
-        _ => None,
-    }
-}
-
-/// Completes, with the reason, when the session's state makes the holder stop under `policy`.
-async fn session_lost(states: &mut StateWatcher, policy: OnDisconnect) -> String {
-    loop {
-        if let Some(reason) = lost_by_policy(states.changed().await, policy) {
-            return reason;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn policies_decide_when_a_holder_stops() {
-        use OnDisconnect::{AssumeLost, Keep};
-        assert_eq!(
-            lost_by_policy(SessionState::Disconnected, AssumeLost).as_deref(),
-            Some("disconnected")
-        );
-        assert_eq!(lost_by_policy(SessionState::Disconnected, Keep), None);
-        assert_eq!(
-            lost_by_policy(SessionState::Expired, Keep).as_deref(),
-            Some("session-expired")
-        );
-        assert_eq!(
-            lost_by_policy(SessionState::SyncConnected, AssumeLost),
-            None
-        );
     }
 }

@@ -21,6 +21,7 @@ mod single_node;
 mod zk_tests;
 
 use serde::{Deserialize, Serialize};
+use zookeeper_client::{SessionState, StateWatcher};
 
 use crate::client::{ClientOptions, Connect};
 use crate::config::Duration;
@@ -77,6 +78,30 @@ pub enum OnDisconnect {
     AssumeLost,
     /// Act as holder until told the session expired (the common mistake).
     Keep,
+}
+
+impl OnDisconnect {
+    /// Whether a holder (or leader) whose session is in `state` must stop acting as one under
+    /// this policy, and why.
+    pub fn lost(self, state: SessionState) -> Option<String> {
+        match (state, self) {
+            (SessionState::Expired, _) => Some("session-expired".into()),
+            (SessionState::Closed, _) => Some("session-closed".into()),
+            (SessionState::AuthFailed, _) => Some("auth-failed".into()),
+            (SessionState::Disconnected, OnDisconnect::AssumeLost) => Some("disconnected".into()),
+            _ => None,
+        }
+    }
+
+    /// Completes, with the reason, when the session's state makes a holder (or leader) stop
+    /// under this policy.
+    pub async fn session_lost(self, states: &mut StateWatcher) -> String {
+        loop {
+            if let Some(reason) = self.lost(states.changed().await) {
+                return reason;
+            }
+        }
+    }
 }
 
 /// Settings of the lock workloads (the `lock` section of `workloads/lock-*.yaml`).
@@ -145,6 +170,21 @@ impl LockConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holders_and_leaders_stop_by_their_policy() {
+        use OnDisconnect::{AssumeLost, Keep};
+        assert_eq!(
+            AssumeLost.lost(SessionState::Disconnected).as_deref(),
+            Some("disconnected")
+        );
+        assert_eq!(Keep.lost(SessionState::Disconnected), None);
+        assert_eq!(
+            Keep.lost(SessionState::Expired).as_deref(),
+            Some("session-expired")
+        );
+        assert_eq!(AssumeLost.lost(SessionState::SyncConnected), None);
+    }
 
     #[test]
     fn recipes_and_policies_parse_by_name() {
