@@ -81,9 +81,9 @@ fn assert_nothing_left(_: &TestCluster) {
     for line in rules.lines() {
         assert!(line.ends_with(": 0"), "iptables rules left behind: {rules}");
     }
-    let pattern = "QuorumPeerMain /var/lib/stampede/db/10.241.9.";
+    let pattern = format!("QuorumPeerMain /var/lib/stampede/db/{}", TEST.net());
     let pids = std::process::Command::new("pgrep")
-        .args(["-f", pattern])
+        .args(["-f", &pattern])
         .output()
         .unwrap();
     let pids: Vec<String> = String::from_utf8_lossy(&pids.stdout)
@@ -104,7 +104,7 @@ fn assert_nothing_left(_: &TestCluster) {
         assert_ne!(state, Some('T'), "server {pid} is left paused");
     }
     for i in 1..=3 {
-        let pidfile = format!("/var/lib/stampede/db/10.241.9.{i}/server.pid");
+        let pidfile = format!("/var/lib/stampede/db/{}{i}/server.pid", TEST.net());
         let pid = std::fs::read_to_string(&pidfile).unwrap_or_default();
         assert!(
             pids.contains(&pid.trim().to_string()),
@@ -188,7 +188,10 @@ fn killed_follower_restarts_and_rejoins(_: &TestCluster) {
         },
     );
     let servers = std::process::Command::new("pgrep")
-        .args(["-f", "QuorumPeerMain /var/lib/stampede/db/10.241.9."])
+        .args([
+            "-f",
+            &format!("QuorumPeerMain /var/lib/stampede/db/{}", TEST.net()),
+        ])
         .output()
         .unwrap();
     assert_eq!(
@@ -279,7 +282,10 @@ fn heal_restarts_a_server_killed_behind_our_back(_: &TestCluster) {
         "--node",
         victim,
         "--",
-        "kill -9 $(cat /var/lib/stampede/db/10.241.9.2/server.pid)",
+        &format!(
+            "kill -9 $(cat /var/lib/stampede/db/{}2/server.pid)",
+            TEST.net()
+        ),
     ]);
     wait_for("n2 is down", Duration::from_secs(10), || {
         modes()
@@ -327,8 +333,8 @@ fn bad_input_gets_one_line_errors(_: &TestCluster) {
         .status()
         .unwrap();
     assert!(made.success());
-    let nodes = "/var/lib/stampede/clusters/sttest/nodes";
-    let known = "/var/lib/stampede/clusters/sttest/known_hosts";
+    let nodes = &format!("{}/nodes", TEST.state_dir());
+    let known = &format!("{}/known_hosts", TEST.state_dir());
     let key = key.display().to_string();
     let out = stampede(&[
         "exec",
@@ -358,7 +364,11 @@ fn bad_input_gets_one_line_errors(_: &TestCluster) {
         "no such node",
     );
     let bad = dir.join("nodes");
-    std::fs::write(&bad, "n1 root@10.241.9.1\nn2 root@10.241.9.2:port\n").unwrap();
+    std::fs::write(
+        &bad,
+        format!("n1 root@{0}1\nn2 root@{0}2:port\n", TEST.net()),
+    )
+    .unwrap();
     assert_one_line_error(
         &["db", "status", "--nodes-file", &bad.display().to_string()],
         "nodes:2: bad port",
@@ -396,7 +406,10 @@ fn a_release_tarball_installs_and_serves(_: &TestCluster) {
     stampede_ok(&["db", "setup", "--zookeeper-tarball", &tarball]);
     assert!(healthy_ensemble(), "{:?}", modes());
     let cmdlines = std::process::Command::new("pgrep")
-        .args(["-af", "QuorumPeerMain /var/lib/stampede/db/10.241.9."])
+        .args([
+            "-af",
+            &format!("QuorumPeerMain /var/lib/stampede/db/{}", TEST.net()),
+        ])
         .output()
         .unwrap();
     let cmdlines = String::from_utf8_lossy(&cmdlines.stdout);
@@ -411,7 +424,7 @@ fn a_release_tarball_installs_and_serves(_: &TestCluster) {
 }
 
 fn cluster_up_is_idempotent_and_repairs(_: &TestCluster) {
-    let pid: u32 = std::fs::read_to_string("/var/lib/stampede/clusters/sttest/n3/sshd.pid")
+    let pid: u32 = std::fs::read_to_string(format!("{}/n3/sshd.pid", TEST.state_dir()))
         .unwrap()
         .trim()
         .parse()

@@ -68,7 +68,7 @@ fn assert_no_fault_left(cluster: &TestCluster) {
         );
     }
     for i in 1..=3 {
-        let file = format!("/var/lib/stampede/db/10.241.13.{i}/faketime");
+        let file = format!("/var/lib/stampede/db/{}{i}/faketime", cluster.net());
         if let Ok(text) = std::fs::read_to_string(&file) {
             assert_eq!(text.trim(), "+0.000", "{file}: the clock was reset");
         }

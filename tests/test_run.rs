@@ -21,9 +21,10 @@ fn partition_rules(cluster: &TestCluster) -> usize {
         .sum()
 }
 
-fn our_servers() -> Vec<String> {
+fn our_servers(cluster: &TestCluster) -> Vec<String> {
+    let pattern = format!("QuorumPeerMain /var/lib/stampede/db/{}", cluster.net());
     let out = std::process::Command::new("pgrep")
-        .args(["-f", "QuorumPeerMain /var/lib/stampede/db/10.241.10."])
+        .args(["-f", &pattern])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -110,7 +111,10 @@ fn a_register_run_with_partitions_is_valid_and_complete(cluster: &TestCluster) {
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["valid"], true);
     assert_eq!(partition_rules(cluster), 0, "no partition left behind");
-    assert!(our_servers().is_empty(), "the database was torn down");
+    assert!(
+        our_servers(cluster).is_empty(),
+        "the database was torn down"
+    );
 
     let check = cluster.stampede(&["check", &dir.display().to_string()]);
     assert_eq!(check.status.code(), Some(0), "{}", text(&check));
@@ -186,7 +190,7 @@ fn a_killed_controller_leaves_a_checkable_history(cluster: &TestCluster) {
     cluster.stampede_ok(&["heal"]);
     assert_eq!(partition_rules(cluster), 0, "heal cleared the partition");
     cluster.stampede_ok(&["db", "teardown"]);
-    assert!(our_servers().is_empty());
+    assert!(our_servers(cluster).is_empty());
 }
 
 fn main() {

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// A local cluster that one test target makes for itself.
+///
+/// `STAMPEDE_TEST_SLOT=K` (a digit 1–9) moves every test cluster to a name and /24 of slot
+/// K's own (`<name>K`, `10.<241-K>.x.0/24`), so that checkouts can run their suites side by
+/// side on one machine.
 pub struct TestCluster {
     /// The cluster's name (its namespaces are `<name>-nI`).
     pub name: &'static str,
@@ -42,9 +46,27 @@ pub fn last_line(out: &Output) -> String {
 impl TestCluster {
     /// A cluster called `name` on `subnet` (not made yet).
     pub fn new(name: &'static str, subnet: &'static str) -> TestCluster {
+        let (name, subnet) = match test_slot() {
+            Some(k) => (
+                leak(format!("{name}{k}")),
+                leak(subnet.replacen("10.241.", &format!("10.{}.", 241 - k), 1)),
+            ),
+            None => (name, subnet),
+        };
         let work = std::env::temp_dir().join(format!("stampede-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&work).unwrap();
         TestCluster { name, subnet, work }
+    }
+
+    /// The first three octets of the cluster's addresses with a trailing dot: node I is
+    /// `{net}I`.
+    pub fn net(&self) -> &'static str {
+        leak(self.subnet.trim_end_matches("0/24").to_string())
+    }
+
+    /// The folder where `cluster up` keeps this cluster's state (nodes file, keys).
+    pub fn state_dir(&self) -> String {
+        format!("/var/lib/stampede/clusters/{}", self.name)
     }
 
     /// A `stampede` command aimed at this cluster, run in the scratch folder.
@@ -176,6 +198,21 @@ pub fn assert_cluster_gone(cluster: &TestCluster) {
         !Path::new(&format!("/var/lib/stampede/clusters/{name}")).exists(),
         "state dir left"
     );
+}
+
+/// The slot of `STAMPEDE_TEST_SLOT`, if set to a digit 1–9.
+fn test_slot() -> Option<u32> {
+    let slot = std::env::var("STAMPEDE_TEST_SLOT").ok()?;
+    let k: u32 = slot
+        .parse()
+        .ok()
+        .filter(|k| (1..=9).contains(k))
+        .unwrap_or_else(|| panic!("STAMPEDE_TEST_SLOT={slot:?}: expected a digit from 1 to 9"));
+    Some(k)
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
 }
 
 /// Does nothing (for `setup` or `after_each` when a target needs none).
