@@ -1,0 +1,59 @@
+//! A member's life: elect, then lead, follow or observe until that ends,
+//! then elect again. Each round starts from the data directory (recovered
+//! afresh, so nothing in memory outlives a role: ZOOKEEPER-4712), with the
+//! persisted epochs; while it elects, the server answers no clients.
+
+use super::election::Election;
+use super::epochs::Epochs;
+use super::{leader, learner};
+use crate::config::{Config, Ensemble};
+use crate::log;
+use crate::server::Gate;
+use std::sync::Arc;
+
+/// Runs this member of `ensemble` forever; errors are fatal (a corrupt log,
+/// an unusable data directory or port).
+pub async fn run(
+    config: Arc<Config>,
+    ensemble: Arc<Ensemble>,
+    gate: Arc<Gate>,
+) -> Result<(), String> {
+    let election = Election::start(ensemble.clone(), config.tick()).await?;
+    loop {
+        let dir = config.data_dir.clone();
+        let (recovered, mut epochs) = tokio::task::spawn_blocking(move || {
+            let recovered = log::recover(&dir)?;
+            let epochs = Epochs::load(&dir, recovered.tree.last_zxid)?;
+            Ok::<_, String>((recovered, epochs))
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        let last = recovered.tree.last_zxid;
+        let vote = election.look(last, epochs.current()).await;
+        let ended = if vote.leader == ensemble.my_id {
+            leader::lead(
+                config.clone(),
+                ensemble.clone(),
+                gate.clone(),
+                recovered,
+                &mut epochs,
+            )
+            .await
+        } else {
+            learner::follow(
+                config.clone(),
+                ensemble.clone(),
+                gate.clone(),
+                recovered,
+                &mut epochs,
+                vote.leader,
+            )
+            .await
+        };
+        if let Err(why) = ended {
+            tracing::warn!("{why}");
+        }
+        // Not a tight loop when the ensemble cannot form.
+        tokio::time::sleep(config.tick() / 4).await;
+    }
+}
