@@ -511,7 +511,7 @@ fn split_segment<'a>(path: &Path, bytes: &'a [u8], newest: bool) -> Result<Split
         }
         let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
         let crc = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
-        if len < 8 || len > MAX_RECORD {
+        if !(8..=MAX_RECORD).contains(&len) {
             let (p, w) = torn("record length out of range", blank_from(pos + 8))?;
             return Ok((records, p, w));
         }

@@ -44,24 +44,32 @@ pub async fn follow(
         .quorum_addr();
     let init = config.tick() * config.init_limit;
     let sync_limit = config.tick() * config.sync_limit;
-    let stream = connect(&addr, init).await?;
-    let (rd, mut wr) = stream.into_split();
-    let mut rd = BufReader::with_capacity(256 * 1024, rd);
+    let init_deadline = tokio::time::Instant::now() + init;
     let mut last = recovered.tree.last_zxid;
-
-    send(
-        &mut wr,
-        &Up::FollowerInfo {
-            id: ensemble.my_id,
-            accepted_epoch: epochs.accepted(),
-            observer,
-            last_zxid: last,
-        },
-        init,
-    )
-    .await?;
-    let Down::LeaderInfo { epoch } = read_down(&mut rd, init).await? else {
-        return Err("expected LEADERINFO".into());
+    let info = Up::FollowerInfo {
+        id: ensemble.my_id,
+        accepted_epoch: epochs.accepted(),
+        observer,
+        last_zxid: last,
+    };
+    // The leader may still be starting: try again until initLimit.
+    let (mut rd, mut wr, epoch) = loop {
+        let attempt = async {
+            let left = init_deadline.saturating_duration_since(tokio::time::Instant::now());
+            let stream = connect(&addr, left).await?;
+            let (rd, mut wr) = stream.into_split();
+            let mut rd = BufReader::with_capacity(256 * 1024, rd);
+            send(&mut wr, &info, init).await?;
+            match read_down(&mut rd, init).await? {
+                Down::LeaderInfo { epoch } => Ok((rd, wr, epoch)),
+                other => Err(format!("expected LEADERINFO, got {other:?}")),
+            }
+        };
+        match attempt.await {
+            Ok(connected) => break connected,
+            Err(e) if tokio::time::Instant::now() >= init_deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
     };
     if epoch < epochs.accepted() {
         return Err(format!(

@@ -1,5 +1,6 @@
 // Drives keeperd with ZooKeeper's Java client and its WriteLock recipe.
-// Usage: java LockCheck host:port
+// Usage: java LockCheck host:port [host:port [host:port]]: the three clients
+// connect to the given servers in turn.
 // Prints one line per checked step; exits non-zero on any failure.
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -33,8 +34,8 @@ public class LockCheck {
 
     public static void main(String[] args) throws Exception {
         ZooKeeper a = connect(args[0]);
-        ZooKeeper b = connect(args[0]);
-        ZooKeeper c = connect(args[0]);
+        ZooKeeper b = connect(args[1 % args.length]);
+        ZooKeeper c = connect(args[2 % args.length]);
         CountDownLatch bAcquired = new CountDownLatch(1);
         CountDownLatch cAcquired = new CountDownLatch(1);
         WriteLock la = new WriteLock(a, "/javalock", ZooDefs.Ids.OPEN_ACL_UNSAFE);
