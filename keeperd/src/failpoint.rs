@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 /// A deliberate bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failpoint {
-    /// A follower acknowledges proposals on arrival and writes them lazily,
-    /// losing what it acknowledged when it stops.
+    /// A follower acknowledges proposals on arrival and writes them lazily
+    /// (every 5 s), losing what it acknowledged since when its role ends.
     AckBeforeDurable,
     /// A new leader sends DIFF where TRUNC is due: a learner keeps
     /// transactions that were never committed.

@@ -128,6 +128,7 @@ fn mntr(core: &Core, out: &mut String) {
     kv("global_sessions", core.session_count().to_string());
     kv("local_sessions", "0".into());
     kv("last_zxid", tree.last_zxid.to_string());
+    kv("keeperd_digest", tree.digest().to_string());
     if let Role::Leader { status, .. } = core.role() {
         let n = |a: &std::sync::atomic::AtomicUsize| a.load(Relaxed).to_string();
         kv("learners", n(&status.learners));

@@ -33,6 +33,29 @@ pub mod watch;
 use std::path::Path;
 use std::sync::{mpsc, Arc};
 
+/// The `keeperd <zoo.cfg>` command: logs to stderr, runs the server, exits 1
+/// with a one-line error when it cannot.
+pub fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let mut args = std::env::args().skip(1);
+    let config = match (args.next(), args.next()) {
+        (Some(path), None) if path != "-h" && path != "--help" => std::path::PathBuf::from(path),
+        _ => {
+            eprintln!("usage: keeperd <zoo.cfg>");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&config) {
+        eprintln!("keeperd: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// Recovers state from the config's dataDir, binds the client port and
 /// serves until the process ends: standalone, or as a member of the
 /// ensemble the config lists. Errors are one line saying what and where.

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use ssh2::Session;
 
+#[cfg(test)]
+pub use node::test_nodes;
 pub use node::{parse_list, read_file as read_nodes_file, Node};
 use session::Failure;
 pub use session::{check_key_file, HostKeyPolicy, Output, SshOptions};

@@ -18,6 +18,19 @@ pub struct Node {
     pub user: String,
 }
 
+/// Nodes `n1`… at `10.0.0.1`…, for tests.
+#[cfg(test)]
+pub fn test_nodes(n: usize) -> Vec<Node> {
+    (1..=n)
+        .map(|i| Node {
+            name: format!("n{i}"),
+            host: format!("10.0.0.{i}"),
+            port: 22,
+            user: "root".into(),
+        })
+        .collect()
+}
+
 impl fmt::Display for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)

@@ -351,8 +351,7 @@ impl Core {
         }
     }
 
-    /// Tells the leader which sessions this learner's clients keep alive
-    /// (also its heartbeat).
+    /// Tells the leader which sessions this learner's clients keep alive.
     pub(super) fn send_touches(&mut self) {
         let sessions = self
             .conns
@@ -368,6 +367,6 @@ impl Core {
                 (s != 0).then_some((s, ms))
             })
             .collect();
-        self.upstream(Up::Ping { sessions });
+        self.upstream(Up::Touch { sessions });
     }
 }

@@ -43,6 +43,8 @@ struct Member {
     acked: i64,
     /// It acknowledged NEWLEADER: it holds this leader's history.
     synced: bool,
+    /// Stamp of the newest ping (or NEWLEADER) it answered.
+    pinged: u64,
     heard: Instant,
 }
 
@@ -104,6 +106,7 @@ impl Broadcast {
                 generation,
                 acked: 0,
                 synced: false,
+                pinged: 0,
                 heard: Instant::now(),
             },
         );
@@ -112,18 +115,16 @@ impl Broadcast {
         committed
     }
 
-    /// The learner acknowledged NEWLEADER: it has everything up to `zxid`.
-    fn synced(&self, id: u64, generation: u64, zxid: i64) {
+    /// The learner acknowledged NEWLEADER (sent at stamp `sent`): it has
+    /// everything up to `zxid`.
+    fn synced(&self, id: u64, generation: u64, zxid: i64, sent: u64) {
         let mut t = self.lock();
         let established = *self.established.borrow();
         let committed = t.committed.max(0);
-        if let Some(m) = t
-            .learners
-            .get_mut(&id)
-            .filter(|m| m.generation == generation)
-        {
+        if let Some(m) = member(&mut t, id, generation) {
             m.synced = true;
             m.acked = m.acked.max(zxid);
+            m.pinged = m.pinged.max(sent);
             m.heard = Instant::now();
             if established {
                 let _ = m.link.send(frame(&Down::UpToDate { committed }));
@@ -135,11 +136,7 @@ impl Broadcast {
     /// The learner has every proposal up to `zxid` durable.
     fn ack(&self, id: u64, generation: u64, zxid: i64) {
         let mut t = self.lock();
-        if let Some(m) = t
-            .learners
-            .get_mut(&id)
-            .filter(|m| m.generation == generation)
-        {
+        if let Some(m) = member(&mut t, id, generation) {
             m.acked = m.acked.max(zxid);
             m.heard = Instant::now();
         }
@@ -148,13 +145,17 @@ impl Broadcast {
 
     /// A message from the learner arrived.
     fn heard(&self, id: u64, generation: u64) {
-        let mut t = self.lock();
-        if let Some(m) = t
-            .learners
-            .get_mut(&id)
-            .filter(|m| m.generation == generation)
-        {
+        if let Some(m) = member(&mut self.lock(), id, generation) {
             m.heard = Instant::now();
+        }
+    }
+
+    /// The learner answered the ping stamped `at`.
+    fn pinged(&self, id: u64, generation: u64, at: u64) {
+        let mut t = self.lock();
+        if let Some(m) = member(&mut t, id, generation) {
+            m.heard = Instant::now();
+            m.pinged = m.pinged.max(at);
         }
         self.renew(&t);
     }
@@ -231,10 +232,10 @@ impl Broadcast {
         self.renew(t);
     }
 
-    /// Extends the lease to run from when the quorum-th voter was last heard.
+    /// Extends the lease from the newest ping a quorum of voters answered.
     fn renew(&self, t: &Tally) {
-        let now = Instant::now();
-        let mut heard: Vec<Instant> = t
+        let now = self.status.now_ms();
+        let mut pinged: Vec<u64> = t
             .voters
             .iter()
             .filter_map(|v| {
@@ -244,15 +245,31 @@ impl Broadcast {
                     t.learners
                         .get(v)
                         .filter(|m| m.synced && !m.observer)
-                        .map(|m| m.heard)
+                        .map(|m| m.pinged)
                 }
             })
             .collect();
-        if heard.len() < t.quorum {
+        if pinged.len() < t.quorum {
             return;
         }
-        heard.sort_unstable_by(|a, b| b.cmp(a));
-        self.status.renew_lease(heard[t.quorum - 1], self.lease);
+        pinged.sort_unstable_by(|a, b| b.cmp(a));
+        self.status.renew_lease(pinged[t.quorum - 1], self.lease);
+    }
+
+    /// How long ago each learner was last heard from, for the log.
+    fn last_heard(&self) -> String {
+        let t = self.lock();
+        let mut heard: Vec<String> = t
+            .learners
+            .iter()
+            .map(|(id, m)| format!("server {id} {:?} ago", m.heard.elapsed()))
+            .collect();
+        heard.sort();
+        if heard.is_empty() {
+            "no learner".into()
+        } else {
+            heard.join(", ")
+        }
     }
 
     fn figures(&self, t: &Tally) {
@@ -266,6 +283,13 @@ impl Broadcast {
         s.pending_syncs
             .store(count(&|m| !m.synced), Ordering::Relaxed);
     }
+}
+
+/// The learner `id` if this is its current connection.
+fn member(t: &mut Tally, id: u64, generation: u64) -> Option<&mut Member> {
+    t.learners
+        .get_mut(&id)
+        .filter(|m| m.generation == generation)
 }
 
 fn frame(msg: &Down) -> Bytes {
@@ -358,7 +382,8 @@ pub async fn lead(
         .await
         .map_err(|e| format!("cannot listen for learners on {bind}: {e}"))?;
     let status = Arc::new(Status::default());
-    let lease = config.tick() * config.sync_limit * 3 / 4;
+    // A tick short of when the learners could give up on this leader.
+    let lease = (config.tick() * config.sync_limit.saturating_sub(1)).max(config.tick() / 2);
     let broadcast = Arc::new(Broadcast::new(&ensemble, last, status.clone(), lease));
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let (epoch_tx, epoch_rx) = watch::channel(None);
@@ -487,10 +512,10 @@ pub async fn lead(
         check.tick().await;
         while events.try_recv().is_ok() {}
         if !status.lease_valid() {
-            break "lost the quorum (no quorum heard within the lease)";
+            break format!("lost the quorum (last heard: {})", broadcast.last_heard());
         }
         if stop_core.finished() {
-            break "the core stopped";
+            break "the core stopped".to_string();
         }
     };
     drop(stop_core);
@@ -688,13 +713,14 @@ async fn serve_learner(stream: TcpStream, leading: Arc<Leading>) -> Result<(), S
         }
     }
     Down::NewLeader { epoch, zxid: last }.encode(&mut buf);
+    let newleader_sent = leading.broadcast.status.now_ms();
     write_all(&mut wr, &buf, init).await?;
 
     // From here on the writer sends what the broadcast queues, and pings.
     let sync_limit = leading.sync_limit();
     let ping_every = leading.config.tick() / 2;
+    let status = leading.broadcast.status.clone();
     let writer = tokio::spawn(async move {
-        let ping = frame(&Down::Ping);
         let mut pings = tokio::time::interval(ping_every);
         loop {
             let bytes = tokio::select! {
@@ -702,7 +728,7 @@ async fn serve_learner(stream: TcpStream, leading: Arc<Leading>) -> Result<(), S
                     Some(b) => b,
                     None => return,
                 },
-                _ = pings.tick() => ping.clone(),
+                _ = pings.tick() => frame(&Down::Ping { at: status.now_ms() }),
             };
             if write_all(&mut wr, &bytes, sync_limit).await.is_err() {
                 return;
@@ -721,7 +747,9 @@ async fn serve_learner(stream: TcpStream, leading: Arc<Leading>) -> Result<(), S
             "server {id} acknowledged NEWLEADER at {zxid:#x}, expected {last:#x}"
         ));
     }
-    leading.broadcast.synced(id, generation, last);
+    leading
+        .broadcast
+        .synced(id, generation, last, newleader_sent);
     tracing::info!("server {id} is synced at {last:#x}");
 
     let remote = |token: u64, session: i64, auth: Vec<crate::auth::AuthId>| Remote {
@@ -738,7 +766,11 @@ async fn serve_learner(stream: TcpStream, leading: Arc<Leading>) -> Result<(), S
                 leading.broadcast.ack(id, generation, zxid);
                 continue;
             }
-            Up::Ping { sessions } => CoreMsg::Touch { peer: id, sessions },
+            Up::Ping { at } => {
+                leading.broadcast.pinged(id, generation, at);
+                continue;
+            }
+            Up::Touch { sessions } => CoreMsg::Touch { peer: id, sessions },
             Up::Request {
                 token,
                 session,

@@ -32,9 +32,10 @@ pub type Upstream = tokio::sync::mpsc::UnboundedSender<wire::Up>;
 pub type LearnerLink = tokio::sync::mpsc::UnboundedSender<Bytes>;
 
 /// A leader's figures for `mntr`, and its lease: it answers clients only
-/// while it has heard from a quorum recently enough that no other leader
-/// can have been elected (learners give up on a leader after syncLimit
-/// ticks of silence; the lease is shorter).
+/// while no other leader can have been elected. A learner gives up on its
+/// leader after syncLimit ticks without a message from it, so once a
+/// quorum has answered a ping the leader sent at time t, none of them joins
+/// another leader before t + syncLimit ticks; the lease ends a tick before.
 pub struct Status {
     /// Learners connected (followers and observers).
     pub learners: AtomicUsize,
@@ -73,12 +74,16 @@ impl Status {
         (self.base.elapsed().as_millis() as u64) < self.lease_ms.load(Ordering::Acquire)
     }
 
-    /// Sets the lease to end `length` after `heard` (when the quorum-th
-    /// voter was last heard from).
-    pub fn renew_lease(&self, heard: Instant, length: Duration) {
-        let until = heard.saturating_duration_since(self.base) + length;
-        self.lease_ms
-            .store(until.as_millis() as u64, Ordering::Release);
+    /// This leader's clock for ping stamps (ms).
+    pub fn now_ms(&self) -> u64 {
+        self.base.elapsed().as_millis() as u64
+    }
+
+    /// Sets the lease to end `length` after the stamp `pinged` (the ping a
+    /// quorum has answered).
+    pub fn renew_lease(&self, pinged: u64, length: Duration) {
+        let until = pinged + length.as_millis() as u64;
+        self.lease_ms.fetch_max(until, Ordering::AcqRel);
     }
 }
 
@@ -90,7 +95,7 @@ mod tests {
     fn the_lease_runs_out() {
         let s = Status::default();
         assert!(!s.lease_valid());
-        s.renew_lease(Instant::now(), Duration::from_millis(100));
+        s.renew_lease(s.now_ms(), Duration::from_millis(100));
         assert!(s.lease_valid());
         std::thread::sleep(Duration::from_millis(120));
         assert!(!s.lease_valid());

@@ -46,9 +46,11 @@ pub enum Up {
         timeout: i32,
         password: Vec<u8>,
     },
-    /// Heartbeat with the sessions whose clients this learner heard from,
-    /// each with the ms since it last heard from them.
-    Ping { sessions: Vec<(i64, u32)> },
+    /// The sessions whose clients this learner heard from, each with the
+    /// ms since it last heard from them.
+    Touch { sessions: Vec<(i64, u32)> },
+    /// The answer to the leader's ping stamped `at`.
+    Ping { at: u64 },
 }
 
 /// How a learner is brought in line with its leader.
@@ -89,8 +91,8 @@ pub enum Down {
     },
     /// The answer to CreateSession or Revalidate, valid once `zxid` is applied.
     Session { token: u64, zxid: i64, valid: bool },
-    /// Heartbeat.
-    Ping,
+    /// Heartbeat, stamped with the leader's clock (ms), to be answered.
+    Ping { at: u64 },
 }
 
 /// A server's state as election notifications carry it.
@@ -250,13 +252,20 @@ impl Up {
                 },
                 out,
             ),
-            Up::Ping { sessions } => frame(
+            Up::Touch { sessions } => frame(
                 8,
                 |w| {
                     w.i32(sessions.len() as i32);
                     for (s, idle) in sessions {
                         w.i64(*s).i32(*idle as i32);
                     }
+                },
+                out,
+            ),
+            Up::Ping { at } => frame(
+                9,
+                |w| {
+                    w.i64(*at as i64);
                 },
                 out,
             ),
@@ -303,8 +312,11 @@ impl Up {
                 timeout: r.i32()?,
                 password: r.buffer()?,
             },
-            8 => Up::Ping {
+            8 => Up::Touch {
                 sessions: r.vec(|r| Ok((r.i64()?, r.i32()? as u32)))?,
+            },
+            9 => Up::Ping {
+                at: u64_of(&mut r)?,
             },
             _ => return Err(DecodeError("unknown learner message")),
         };
@@ -383,7 +395,13 @@ impl Down {
                 },
                 out,
             ),
-            Down::Ping => frame(11, |_| {}, out),
+            Down::Ping { at } => frame(
+                11,
+                |w| {
+                    w.i64(*at as i64);
+                },
+                out,
+            ),
         }
     }
 
@@ -429,7 +447,9 @@ impl Down {
                 zxid: r.i64()?,
                 valid: r.bool()?,
             },
-            11 => Down::Ping,
+            11 => Down::Ping {
+                at: u64_of(&mut r)?,
+            },
             _ => return Err(DecodeError("unknown leader message")),
         };
         done(&r, msg)
@@ -575,9 +595,10 @@ mod tests {
                 timeout: 6000,
                 password: vec![],
             },
-            Up::Ping {
+            Up::Touch {
                 sessions: vec![(1, 2), (3, 4)],
             },
+            Up::Ping { at: 77 },
         ];
         for m in ups {
             let mut out = Vec::new();
@@ -585,7 +606,7 @@ mod tests {
             assert_eq!(Up::decode(body(&out)).unwrap(), m);
             assert!(
                 Up::decode(&body(&out)[..body(&out).len() - 1]).is_err()
-                    || matches!(m, Up::Ping { .. })
+                    || matches!(m, Up::Touch { .. })
             );
         }
         let downs = vec![
@@ -614,7 +635,7 @@ mod tests {
                 zxid: 101,
                 valid: false,
             },
-            Down::Ping,
+            Down::Ping { at: 5 },
         ];
         for m in downs {
             let mut out = Vec::new();
