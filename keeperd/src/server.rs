@@ -8,7 +8,9 @@
 //!
 //! Connections go to the core behind the [`Gate`]: in an ensemble a
 //! server serves only while it leads, follows or observes an established
-//! leader; otherwise clients are turned away and four-letter words say so.
+//! leader; otherwise a client's handshake waits a moment for it to serve
+//! ([`HOLD_WHILE_NOT_SERVING`], then the client is turned away) and
+//! four-letter words say it does not serve.
 
 use crate::auth::AuthId;
 use crate::conn::Connection;
@@ -24,10 +26,10 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
@@ -43,10 +45,21 @@ pub struct Serving {
     pub shared: Arc<Shared>,
 }
 
+/// How long a client's handshake waits for a server that does not serve (an
+/// ensemble member electing or syncing) before the connection is turned away.
+/// Turned away at once, clients back off more and more between attempts, and
+/// come back long after the election ended; the Java client gives up on a
+/// silent server by itself (session timeout / number of servers).
+pub const HOLD_WHILE_NOT_SERVING: Duration = Duration::from_secs(2);
+
 /// Which core serves clients, if any.
 #[derive(Default)]
 pub struct Gate {
     serving: Mutex<Option<Serving>>,
+    /// How many times it opened.
+    opened: AtomicU64,
+    /// Woken when it opens.
+    opening: Notify,
 }
 
 impl Gate {
@@ -54,12 +67,34 @@ impl Gate {
     pub fn open_to(serving: Serving) -> Gate {
         Gate {
             serving: Mutex::new(Some(serving)),
+            ..Gate::default()
         }
     }
 
     /// New connections go to `serving`.
     pub fn open(&self, serving: Serving) {
         *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        self.opening.notify_waiters();
+    }
+
+    /// How many times the gate has opened: a role that served opened it.
+    pub fn times_opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
+    /// The core serving clients, waiting up to `limit` for one.
+    async fn serving_within(&self, limit: Duration) -> Option<Serving> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let opened = self.opening.notified();
+            tokio::pin!(opened);
+            opened.as_mut().enable();
+            if let Some(serving) = self.current() {
+                return Some(serving);
+            }
+            tokio::time::timeout_at(deadline, opened).await.ok()?;
+        }
     }
 
     /// New connections are turned away.
@@ -121,6 +156,10 @@ async fn connection(mut stream: TcpStream, gate: Arc<Gate>) -> std::io::Result<(
         stream.write_all(text.as_bytes()).await?;
         return stream.shutdown().await;
     }
+    let serving = match serving {
+        Some(s) => Some(s),
+        None => gate.serving_within(HOLD_WHILE_NOT_SERVING).await,
+    };
     let Some(Serving { core, shared }) = serving else {
         return Ok(());
     };

@@ -56,7 +56,7 @@ fn write_lock_recipe(dir: &Path, servers: &[String]) {
     );
     assert_eq!(
         out.lines().filter(|l| l.starts_with("ok ")).count(),
-        10,
+        11,
         "{out}"
     );
 }

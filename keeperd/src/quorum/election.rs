@@ -188,6 +188,10 @@ impl Elector {
                     self.vote = n.vote;
                     self.record_own();
                     out.push(Send::Voters(self.notification()));
+                } else if n.vote.rank() < self.vote.rank() {
+                    // The sender has not heard this better vote (it began looking after
+                    // this server told everyone): tell it now rather than at the next resend.
+                    out.push(Send::To(n.from, self.notification()));
                 }
                 self.received.insert(n.from, (n.vote, n.round));
                 None
@@ -583,6 +587,25 @@ mod tests {
         let decided = deliver(&mut electors, q, &[4], false);
         assert_eq!(decided.get(&5).map(|v| v.leader), Some(3), "{decided:?}");
         assert_eq!(electors[4].state(), PeerState::Following);
+    }
+
+    #[test]
+    fn a_server_that_starts_looking_late_hears_the_better_vote_at_once() {
+        let mut electors: Vec<Elector> =
+            (1..=3).map(|i| Elector::new(&ensemble(i, 3, 0))).collect();
+        // Server 2 looks while 1 still follows the old leader (3, now down): 1 answers
+        // with its settled vote, and 2's vote is not delivered to 1 as a LOOKING vote.
+        let q = start(&mut electors, &[(0, 0), (5, 1), (0, 0)], &[1, 3]);
+        assert!(deliver(&mut electors, q, &[1, 3], false).is_empty());
+        // Then 1 looks in the same round with a worse vote: 2 answers it without waiting
+        // for its resend timer, 1 adopts 2's vote, and both decide once the wait passes.
+        let mut out = Vec::new();
+        electors[0].look(5, 1, &mut out);
+        assert_eq!(electors[0].round, electors[1].round);
+        let q = out.into_iter().map(|s| (1, s)).collect();
+        let decided = deliver(&mut electors, q, &[3], true);
+        assert_eq!(decided.get(&1).map(|v| v.leader), Some(2), "{decided:?}");
+        assert_eq!(decided.get(&2).map(|v| v.leader), Some(2), "{decided:?}");
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub async fn follow(
         match attempt.await {
             Ok(connected) => break connected,
             Err(e) if tokio::time::Instant::now() >= init_deadline => return Err(e),
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     };
     if epoch < epochs.accepted() {
@@ -272,7 +272,7 @@ async fn connect(addr: &str, limit: Duration) -> Result<TcpStream, String> {
             Err(_) if tokio::time::Instant::now() >= deadline => {
                 return Err(format!("cannot connect to the leader at {addr}: timed out"))
             }
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
 }

@@ -30,6 +30,7 @@ pub async fn run(
         .map_err(|e| e.to_string())??;
         let last = recovered.tree.last_zxid;
         let vote = election.look(last, epochs.current()).await;
+        let opened = gate.times_opened();
         let ended = if vote.leader == ensemble.my_id {
             leader::lead(
                 config.clone(),
@@ -53,7 +54,10 @@ pub async fn run(
         if let Err(why) = ended {
             tracing::warn!("{why}");
         }
-        // Not a tight loop when the ensemble cannot form.
-        tokio::time::sleep(config.tick() / 4).await;
+        // Not a tight loop when the ensemble cannot form: a role that never served
+        // pauses; one that served elects again at once.
+        if gate.times_opened() == opened {
+            tokio::time::sleep(config.tick() / 4).await;
+        }
     }
 }

@@ -51,6 +51,11 @@ public class LockCheck {
         check(!lb.lock(), "second client waits");
         check(!lc.lock(), "third client waits");
         check(la.isOwner() && !lb.isOwner() && !lc.isOwner(), "exactly one owner");
+        // b and c queued through other servers: a's server may not have applied their
+        // creates yet (reads are local, as in ZooKeeper), so catch up first.
+        CountDownLatch synced = new CountDownLatch(1);
+        a.sync("/javalock", (rc, path, ctx) -> synced.countDown(), null);
+        check(synced.await(10, TimeUnit.SECONDS), "sync through the first client's server");
         check(a.getChildren("/javalock", false).size() == 3, "three contenders queued");
         la.unlock();
         check(bAcquired.await(10, TimeUnit.SECONDS), "second client acquires after release");
