@@ -7,8 +7,10 @@
 //! the first write is acknowledged by the others.
 //!
 //! Run: `cargo bench -p keeperd --bench vs_zookeeper [-- --servers 3] [--seconds 3]
-//! [--op create] [--only keeperd] [--failovers 3]`
+//! [--op create] [--only keeperd] [--failovers 3] [--keep]`
 //! Every server listens on 127.0.0.1 ports picked free; all fsync their log.
+//! `--keep` leaves the servers' folders (data, zoo.cfg, server.log) in the
+//! temp dir, with keeperd logging at info level (elections, syncs, timings).
 //!
 //! Within a cell both databases have their sessions open at once and take
 //! turns: after a 1 s warm-up each, the measured seconds are run as slices
@@ -48,6 +50,12 @@ const SLICE: Duration = Duration::from_millis(500);
 const WARM_UP: Duration = Duration::from_secs(1);
 const OPS: &[&str] = &["create", "setData", "getData"];
 const DATA: &[u8] = &[b'x'; 100];
+/// `--keep`: leave the servers' folders, keeperd logging at info level.
+static KEEP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn keep() -> bool {
+    KEEP.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 struct ServerProcess {
     name: &'static str,
@@ -75,7 +83,8 @@ impl ServerProcess {
             .unwrap();
         let mut cmd = if self.name == "keeperd" {
             let mut c = Command::new(env!("CARGO_BIN_EXE_keeperd"));
-            c.env("RUST_LOG", "warn").arg(&self.cfg);
+            c.env("RUST_LOG", if keep() { "info" } else { "warn" })
+                .arg(&self.cfg);
             c
         } else {
             let cp: Vec<String> = ZK_JARS
@@ -119,7 +128,9 @@ impl ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !keep() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -441,6 +452,7 @@ fn main() {
                 ops.retain(|o| *o == op);
                 assert!(!ops.is_empty(), "--op takes create, setData or getData");
             }
+            "--keep" => KEEP.store(true, std::sync::atomic::Ordering::Relaxed),
             "--only" => {
                 let only = args.next().expect("--only takes keeperd or zookeeper");
                 names.retain(|s| *s == only);

@@ -32,7 +32,7 @@ use crate::auth::{digest_id, AuthId};
 use crate::config::Config;
 use crate::conn::Connection;
 use crate::jute::Writer;
-use crate::log::Log;
+use crate::log::{Log, Recovered};
 use crate::processor::{self, Caller};
 use crate::proto::{
     self, err, event, op, perms, Acl, ConnectRequest, MultiOp, ReadOp, Request, SetWatches,
@@ -458,15 +458,18 @@ impl Core {
 
     /// Runs the core on a thread of its own, serving `rx`. A panic ends the
     /// process: a server must not accept clients it never answers.
-    pub fn spawn(self, rx: Receiver<CoreMsg>) -> Result<std::thread::JoinHandle<()>, String> {
+    pub fn spawn(
+        self,
+        rx: Receiver<CoreMsg>,
+    ) -> Result<std::thread::JoinHandle<Option<Recovered>>, String> {
         std::thread::Builder::new()
             .name("keeperd-core".into())
             .spawn(move || {
                 let run = std::panic::AssertUnwindSafe(|| self.run(rx));
-                if std::panic::catch_unwind(run).is_err() {
+                std::panic::catch_unwind(run).unwrap_or_else(|_| {
                     eprintln!("keeperd: fatal: the core thread panicked");
                     std::process::exit(70);
-                }
+                })
             })
             .map_err(|e| format!("cannot start core thread: {e}"))
     }
@@ -488,12 +491,12 @@ impl Core {
     }
 
     /// Serves messages until every sender is gone or it is told to stop.
-    pub fn run(mut self, rx: Receiver<CoreMsg>) {
+    pub fn run(mut self, rx: Receiver<CoreMsg>) -> Option<Recovered> {
         let tick = Duration::from_millis((self.config.tick_time as u64 / 2).clamp(10, 500));
         let mut last_expiry = Instant::now();
         while !self.stopping {
             let Ok(first) = self.next_message(&rx, tick) else {
-                return;
+                break;
             };
             // Periodic work takes the tree (blocking the connections'
             // reads) only when a session is due to expire or reaping is due.
@@ -538,6 +541,31 @@ impl Core {
             }
         }
         self.hand_off_output();
+        self.retire()
+    }
+
+    /// What this stopped core leaves to the next role of an ensemble member:
+    /// its tree with the logged proposals that were never committed applied
+    /// and its log's open segment, with everything appended synced: the state
+    /// recovering the data directory would give, without reading it again.
+    /// `None` when the log cannot vouch for that.
+    fn retire(self) -> Option<Recovered> {
+        let mut tree = self.shared.tree().fork();
+        let mut changes = Vec::new();
+        for txn in &self.proposals {
+            if !crate::log::follows(tree.last_zxid, txn.zxid) {
+                return None;
+            }
+            changes.clear();
+            tree.apply(txn, &mut changes);
+        }
+        let segment = self.log.retire()?;
+        Some(Recovered {
+            tree,
+            segment,
+            replayed: 0,
+            torn_tail: None,
+        })
     }
 
     /// Stores a snapshot once everything applied is committed: a snapshot

@@ -54,6 +54,15 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// The same open segment, on a new file handle.
+    fn reopen(&self) -> io::Result<Segment> {
+        Ok(Segment {
+            file: self.file.try_clone()?,
+            pos: self.pos,
+            filled: self.filled,
+        })
+    }
+
     fn open(path: &Path, pos: u64) -> io::Result<Segment> {
         let file = OpenOptions::new().write(true).open(path)?;
         let filled = file.metadata()?.len();
@@ -115,6 +124,11 @@ pub trait Log: Send {
     fn can_snapshot(&self) -> bool;
     /// Stores a snapshot of the tree as captured after the earlier appends.
     fn snapshot(&mut self, capture: Capture);
+    /// Ends the log: everything appended is written and synced, a snapshot
+    /// being stored is finished, and the open segment is handed back to be
+    /// appended to by the next role. `None` when what was appended is not
+    /// all on disk (the next role then recovers from the data directory).
+    fn retire(self: Box<Self>) -> Option<Segment>;
 }
 
 /// Called with the highest durable zxid.
@@ -180,6 +194,17 @@ impl FileLog {
     pub fn last_appended(&self) -> i64 {
         self.last_appended
     }
+
+    /// [`Log::retire`] for the file log itself: flushes (telling no one) and
+    /// waits for a snapshot being stored.
+    pub fn retire(mut self) -> Option<Segment> {
+        self.on_durable = Box::new(|_| {});
+        self.flush();
+        if let Some(t) = self.snapshotter.take() {
+            let _ = t.join();
+        }
+        self.segment.reopen().ok()
+    }
 }
 
 impl Drop for FileLog {
@@ -206,6 +231,10 @@ impl Log for FileLog {
         self.segment.sync().unwrap_or_else(|e| fatal("sync log", e));
         self.pending.clear();
         (self.on_durable)(self.last_appended);
+    }
+
+    fn retire(self: Box<Self>) -> Option<Segment> {
+        FileLog::retire(*self)
     }
 
     fn can_snapshot(&self) -> bool {

@@ -584,6 +584,24 @@ impl DataTree {
     }
 
     /// Everything a snapshot stores, as of now.
+    /// A copy of the tree that shares the node shards with it (each side
+    /// copies a shard on its first change to it, as for a capture).
+    pub fn fork(&self) -> DataTree {
+        DataTree {
+            nodes: Nodes {
+                shards: self.nodes.shards.clone(),
+                len: self.nodes.len,
+            },
+            children: self.children.clone(),
+            ephemerals: self.ephemerals.clone(),
+            reapable: self.reapable.clone(),
+            sessions: self.sessions.clone(),
+            last_zxid: self.last_zxid,
+            data_size: self.data_size,
+            acl_cache: self.acl_cache.clone(),
+        }
+    }
+
     pub fn capture(&self) -> Capture {
         let mut sessions: Vec<_> = self
             .sessions

@@ -18,7 +18,7 @@ use super::{LearnerLink, Status};
 use crate::config::{Config, Ensemble};
 use crate::core::{Core, CoreMsg, Remote, Role, Start};
 use crate::failpoint::{self, Failpoint};
-use crate::log::{FileLog, History, Log, Recovered};
+use crate::log::{FileLog, History, Log, Recovered, Segment};
 use crate::proto::Request;
 use crate::server::{Gate, Serving};
 use crate::tree::Capture;
@@ -328,6 +328,10 @@ impl Log for LeaderLog {
         self.flush();
         self.file.snapshot(capture);
     }
+
+    fn retire(self: Box<Self>) -> Option<Segment> {
+        self.file.retire()
+    }
 }
 
 /// What a leader shares with the tasks serving its learners.
@@ -368,13 +372,15 @@ enum Event {
     },
 }
 
-/// Leads with the recovered state until a quorum is lost; returns why it ended.
+/// Leads with the recovered state until a quorum is lost; returns why it
+/// ended, leaving in `carry` the state for the next role if it served.
 pub async fn lead(
     config: Arc<Config>,
     ensemble: Arc<Ensemble>,
     gate: Arc<Gate>,
     recovered: Recovered,
     epochs: &mut Epochs,
+    carry: &mut Option<Recovered>,
 ) -> Result<(), String> {
     let last = recovered.tree.last_zxid;
     let bind = format!("0.0.0.0:{}", ensemble.me().quorum_port);
@@ -518,7 +524,7 @@ pub async fn lead(
             break "the core stopped".to_string();
         }
     };
-    drop(stop_core);
+    *carry = stop_core.retire();
     Err(format!("stepping down as leader of epoch {epoch}: {why}"))
 }
 
@@ -538,10 +544,19 @@ pub struct StopCore {
     /// The core's inbox.
     pub core: std_mpsc::Sender<CoreMsg>,
     /// The core's thread.
-    pub thread: Option<std::thread::JoinHandle<()>>,
+    pub thread: Option<std::thread::JoinHandle<Option<Recovered>>>,
 }
 
 impl StopCore {
+    /// Stops the core and returns the state it leaves to the next role
+    /// (see [`Core`]'s `retire`), if any.
+    pub fn retire(mut self) -> Option<Recovered> {
+        self.gate.close();
+        let _ = self.core.send(CoreMsg::Shutdown);
+        let thread = self.thread.take()?;
+        tokio::task::block_in_place(|| thread.join()).ok().flatten()
+    }
+
     /// Whether the core thread ended.
     pub fn finished(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())

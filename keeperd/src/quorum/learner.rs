@@ -15,7 +15,7 @@ use super::wire::{self, Down, SyncKind, Up};
 use crate::config::{Config, Ensemble};
 use crate::core::{Answer, Core, CoreMsg, Role, Start};
 use crate::failpoint::{self, Failpoint};
-use crate::log::{self, FileLog, Log, Recovered};
+use crate::log::{self, FileLog, Log, Recovered, Segment};
 use crate::server::{Gate, Serving};
 use crate::tree::Capture;
 use crate::txn::Txn;
@@ -27,7 +27,8 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 /// Follows leader `leader` with the recovered state until the leader is
-/// lost; returns why it ended.
+/// lost; returns why it ended, leaving in `carry` the state for the next
+/// role if it got as far as running its core.
 pub async fn follow(
     config: Arc<Config>,
     ensemble: Arc<Ensemble>,
@@ -35,6 +36,7 @@ pub async fn follow(
     mut recovered: Recovered,
     epochs: &mut Epochs,
     leader: u64,
+    carry: &mut Option<Recovered>,
 ) -> Result<(), String> {
     let me = ensemble.me();
     let observer = me.observer;
@@ -243,7 +245,7 @@ pub async fn follow(
             break "the core stopped".into();
         }
     };
-    drop(stop);
+    *carry = stop.retire();
     Err(format!("no longer {mode} leader {leader}: {why}"))
 }
 
@@ -366,5 +368,14 @@ impl Log for LearnerLog {
 
     fn snapshot(&mut self, capture: Capture) {
         self.file.snapshot(capture);
+    }
+
+    fn retire(self: Box<Self>) -> Option<Segment> {
+        // With `ack-before-durable` what it acknowledged since the last lazy
+        // write is lost when the role ends: the next one starts from disk.
+        if self.early_acks.is_some() {
+            return None;
+        }
+        self.file.retire()
     }
 }
