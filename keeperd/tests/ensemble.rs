@@ -256,8 +256,15 @@ fn start_writers(
         .collect()
 }
 
-async fn acknowledged_writes_survive_kills(voters: usize, rounds: &[&[&str]]) {
-    let mut e = Ensemble::start(&format!("durable{voters}"), voters, 0, "snapCount=200");
+/// An ensemble of `voters` with `writers` creating znodes under /d; returns
+/// it, its leader, the acknowledged creates and the switch that stops them.
+async fn ensemble_under_writes(
+    name: &str,
+    voters: usize,
+    extra: &str,
+    writers: usize,
+) -> (Ensemble, usize, Writes) {
+    let e = Ensemble::start(name, voters, 0, extra);
     let leader = e.wait_serving(Duration::from_secs(10));
     connect(&e.addr(leader))
         .await
@@ -266,7 +273,33 @@ async fn acknowledged_writes_survive_kills(voters: usize, rounds: &[&[&str]]) {
         .unwrap();
     let acked = Arc::new(Mutex::new(BTreeSet::new()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writers = start_writers(&e, 2 * voters, acked.clone(), stop.clone());
+    let tasks = start_writers(&e, writers, acked.clone(), stop.clone());
+    (e, leader, Writes { acked, stop, tasks })
+}
+
+/// Writers at work (see [`start_writers`]).
+struct Writes {
+    acked: Arc<Mutex<BTreeSet<String>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Writes {
+    /// Stops the writers; returns the creates acknowledged.
+    async fn stop(self) -> BTreeSet<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for w in self.tasks {
+            let _ = w.await;
+        }
+        let acked = self.acked.lock().unwrap().clone();
+        acked
+    }
+}
+
+async fn acknowledged_writes_survive_kills(voters: usize, rounds: &[&[&str]]) {
+    let name = format!("durable{voters}");
+    let (mut e, _, writes) =
+        ensemble_under_writes(&name, voters, "snapCount=200", 2 * voters).await;
     for round in rounds {
         tokio::time::sleep(Duration::from_millis(700)).await;
         let leader = e.wait_serving(Duration::from_secs(15));
@@ -288,11 +321,7 @@ async fn acknowledged_writes_survive_kills(voters: usize, rounds: &[&[&str]]) {
     }
     tokio::time::sleep(Duration::from_millis(700)).await;
     e.wait_serving(Duration::from_secs(15));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for w in writers {
-        let _ = w.await;
-    }
-    let acked = acked.lock().unwrap().clone();
+    let acked = writes.stop().await;
     assert!(
         acked.len() > 50,
         "too few writes acknowledged: {}",
@@ -358,26 +387,13 @@ async fn the_state_a_role_leaves_is_the_state_on_disk() {
     // Members that lose their leader go on from the state their role left,
     // without replaying their data directory: that state must be exactly what
     // the directory holds (proposals in flight when the leader died included).
-    let mut e = Ensemble::start("carry", 3, 0, "snapCount=150");
-    let leader = e.wait_serving(Duration::from_secs(10));
-    connect(&e.addr(leader))
-        .await
-        .create("/d", b"", &persistent())
-        .await
-        .unwrap();
-    let acked = Arc::new(Mutex::new(BTreeSet::new()));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writers = start_writers(&e, 6, acked.clone(), stop.clone());
+    let (mut e, leader, writes) = ensemble_under_writes("carry", 3, "snapCount=150", 6).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     e.kill9(leader);
     let survivors: Vec<usize> = (1..=3).filter(|i| *i != leader).collect();
     e.wait_leader_among(&survivors, Duration::from_secs(10));
     tokio::time::sleep(Duration::from_millis(800)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for w in writers {
-        let _ = w.await;
-    }
-    assert!(acked.lock().unwrap().len() > 50, "writes went through");
+    assert!(writes.stop().await.len() > 50, "writes went through");
     for s in &survivors {
         assert!(
             e.log(*s)
