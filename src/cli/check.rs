@@ -32,8 +32,8 @@ pub struct CheckArgs {
     /// The register's initial value: an integer or nil.
     #[arg(long, default_value = "nil", value_parser = parse_initial)]
     pub initial: Initial,
-    /// Give up with an unknown verdict after this long (e.g. 60s, 5m).
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    /// Give up with an unknown verdict after this long: seconds (`60`) or with a unit (`5m`).
+    #[arg(long, default_value = "60s", value_parser = crate::config::Duration::parse_cli_std)]
     pub time_limit: Duration,
     /// Memory the search may use before giving up with an unknown verdict, in MiB.
     #[arg(long, default_value_t = 4096)]

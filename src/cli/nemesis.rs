@@ -26,8 +26,8 @@ enum Action {
         /// take halves, majorities-ring and bridge.
         #[arg(long, default_value = "one")]
         target: String,
-        /// How long the fault lasts (e.g. 10s, 1m).
-        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        /// How long the fault lasts: seconds (`10`) or with a unit (`10s`, `1m`).
+        #[arg(long, default_value = "10s", value_parser = crate::config::Duration::parse_cli_std)]
         duration: Duration,
         #[command(flatten)]
         targets: TargetArgs,

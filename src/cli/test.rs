@@ -41,9 +41,9 @@ pub struct TestArgs {
     /// (repeatable; nemesis fields as `nemesis.faults=[...]`).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
     overrides: Vec<Override>,
-    /// Shortcut for `--set generator.time_limit=…`.
-    #[arg(long, value_name = "DURATION")]
-    time_limit: Option<String>,
+    /// Shortcut for `--set generator.time_limit=…`: seconds (`30`) or with a unit (`2m`).
+    #[arg(long, value_name = "DURATION", value_parser = config::Duration::parse_cli)]
+    time_limit: Option<config::Duration>,
     /// The test's name in results/ (default: <workload>-<nemesis>).
     #[arg(long)]
     name: Option<String>,
@@ -554,6 +554,22 @@ mod tests {
         );
         let lead = vec![op(0, OpType::Invoke, 7, "lead", "n3")];
         assert_eq!(open_holder(&lead).as_deref(), Some("n3"));
+    }
+
+    #[test]
+    fn a_bare_time_limit_is_seconds() {
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: TestArgs,
+        }
+        let limit = |flag: &str| {
+            <Wrap as clap::Parser>::try_parse_from(["stampede", "--time-limit", flag])
+                .map(|w| w.args.time_limit.map(|d| d.0))
+        };
+        assert_eq!(limit("30").unwrap(), Some(Duration::from_secs(30)));
+        assert_eq!(limit("2m").unwrap(), Some(Duration::from_secs(120)));
+        assert!(limit("soon").is_err());
     }
 
     #[test]
