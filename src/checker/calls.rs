@@ -55,6 +55,11 @@ impl Call<'_> {
     pub fn f(&self) -> &str {
         &self.invoke.f
     }
+
+    /// The error its completion recorded, if any (e.g. `no-node`).
+    pub fn error(&self) -> Option<&str> {
+        self.completion.and_then(|c| c.error.as_deref())
+    }
 }
 
 /// Pairs the client operations of a history, in invocation order; nemesis ops are left out.

@@ -129,6 +129,10 @@ impl Db for Keeperd {
         format!("{}:{}", self.server.host, self.cfg.client_port)
     }
 
+    fn runs_on(&self, node: &Node) -> bool {
+        self.serves(node)
+    }
+
     async fn setup(&self, control: &Control) -> anyhow::Result<()> {
         let binary = match &self.cfg.binary {
             Some(path) => path.clone(),
@@ -315,5 +319,10 @@ mod tests {
             .iter()
             .all(|n| db.client_address(n) == "10.0.0.1:2181"));
         assert!(db.clock_file(&nodes[1]).is_none());
+        let servers: Vec<String> = crate::db::servers(&db, &nodes)
+            .into_iter()
+            .map(|n| n.name)
+            .collect();
+        assert_eq!(servers, ["n1"], "faults aim at the one server");
     }
 }

@@ -387,14 +387,7 @@ mod tests {
     use super::*;
 
     fn nodes(n: usize) -> Vec<Node> {
-        (1..=n)
-            .map(|i| Node {
-                name: format!("n{i}"),
-                host: format!("10.0.0.{i}"),
-                port: 22,
-                user: "root".into(),
-            })
-            .collect()
+        crate::control::test_nodes(n)
     }
 
     #[test]
