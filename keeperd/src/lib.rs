@@ -12,6 +12,8 @@ pub mod checksum;
 pub mod config;
 pub mod conn;
 pub mod core;
+#[cfg(feature = "failpoints")]
+pub mod failpoint;
 pub mod fourlw;
 pub mod frame;
 pub mod jute;
@@ -34,6 +36,8 @@ use std::sync::{mpsc, Arc};
 /// serves until the process ends. Errors are one line saying what and where.
 pub fn run(config_path: &Path) -> Result<(), String> {
     let config = Arc::new(config::Config::load(config_path)?);
+    #[cfg(feature = "failpoints")]
+    failpoint::at_start(&config.data_dir)?;
     let recovered = log::recover(&config.data_dir)?;
     if let Some(t) = &recovered.torn_tail {
         tracing::warn!("recovered after a torn write: {t}");
