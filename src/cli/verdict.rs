@@ -250,7 +250,8 @@ pub fn judge_queue_run(
 /// Folds what every run is judged on into a checker's part: facts of lost state (any makes
 /// it invalid), the run's exposure to faults (a shortfall makes it at best unknown), the
 /// outcomes per function; writes `results.json` and `timeline.html` and forms the line:
-/// `verdict: <word> [under <exposure>]; <checker's part>; [LOST STATE: …; ]operations …`.
+/// `verdict: <word> under <exposure>` (or `unknown (<why>)` when aborted or not exposed as
+/// planned), then `; <checker's part>; [LOST STATE: …; ]operations …`.
 fn finish(j: &Judging, ops: &[Op], checked: Checked) -> anyhow::Result<Verdict> {
     let lost = check_lost(ops);
     let exposure = exposure(ops, j.planned_faults);
@@ -267,7 +268,10 @@ fn finish(j: &Judging, ops: &[Op], checked: Checked) -> anyhow::Result<Verdict> 
         ),
         (_, Some(why), _) => (Validity::Unknown, format!("unknown (aborted: {why})")),
         (_, None, Some(shortfall)) => (Validity::Unknown, format!("unknown ({shortfall})")),
-        (Validity::Unknown, None, None) => (Validity::Unknown, "unknown".to_string()),
+        (Validity::Unknown, None, None) => (
+            Validity::Unknown,
+            format!("unknown under {}", exposure.summary()),
+        ),
         (Validity::Valid, None, None) => (
             Validity::Valid,
             format!("valid under {}", exposure.summary()),
