@@ -125,7 +125,8 @@ pub struct Aim<'a> {
 impl FaultConfig {
     /// Checks every field of this fault: its kind, its target (against `aim`'s nodes and
     /// database when given; `holders`: whether the workload has lock holders or leaders for
-    /// the target `holder`), and the settings of its kind.
+    /// the target `holder`), and the settings of its kind (their durations' syntax is checked
+    /// when the file is read). The error names the field.
     pub fn validate(&self, holders: bool, aim: Option<&Aim>) -> Result<(), (&'static str, String)> {
         let kind = self.kind.as_str();
         if !KINDS.contains(&kind) {
@@ -135,7 +136,6 @@ impl FaultConfig {
                 format!("unknown nemesis kind {kind:?} (known: {known})"),
             ));
         }
-        let servers = aim.map(|a| crate::db::servers(a.db, a.nodes));
         let slow = kind == "packet" && self.netem.as_ref().is_some_and(|n| n.slow_partition);
         let between = match kind {
             "partition" => Some("a partition"),
@@ -165,9 +165,10 @@ impl FaultConfig {
                     .map_err(|e| ("target", format!("{e:#}")))?,
             ),
         };
-        if let (Some(target), Some(aim), Some(servers)) = (target, aim, &servers) {
+        if let (Some(target), Some(aim)) = (target, aim) {
+            let servers = crate::db::servers(aim.db, aim.nodes);
             target
-                .check(aim.nodes, servers, aim.db.name())
+                .check(aim.nodes, &servers, aim.db.name())
                 .map_err(|e| ("target", e))?;
         }
         if let Some(netem) = &self.netem {
