@@ -108,6 +108,7 @@ fn run_parts<M: Model>(
     let search_limits = Limits {
         deadline: limits.deadline,
         memory: &budget,
+        steps: None,
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = if limits.threads == 0 {
@@ -137,6 +138,17 @@ fn run_parts<M: Model>(
         .collect()
 }
 
+/// The part without the indefinite operations no linearization needs ([`Model::needless`]).
+fn without_needless<'a, M: Model>(model: &M, part: &Part<'a, M::Op>) -> Part<'a, M::Op> {
+    let needless = model.needless(&part.ops);
+    let kept = (0..part.ops.len()).filter(|&i| !needless[i]);
+    Part {
+        key: part.key,
+        ops: kept.clone().map(|i| part.ops[i].clone()).collect(),
+        origin: kept.map(|i| part.origin[i]).collect(),
+    }
+}
+
 fn check_part<M: Model>(
     model: &M,
     calls: &[Call<'_>],
@@ -144,6 +156,7 @@ fn check_part<M: Model>(
     limits: &Limits<'_>,
     shrink: bool,
 ) -> PartResult {
+    let part = &without_needless(model, part);
     let stuck = match search(model, &part.ops, model.init(), limits) {
         Verdict::Linearizable => {
             return PartResult {
@@ -156,6 +169,7 @@ fn check_part<M: Model>(
             let reason = match limit {
                 Limit::Time => "time limit hit before a verdict",
                 Limit::Memory => "memory limit hit before a verdict",
+                Limit::Steps => unreachable!("the whole part's search has no step budget"),
             };
             return PartResult {
                 valid: Validity::Unknown,

@@ -32,6 +32,10 @@ impl Model for Mutex {
         prepare_lock("mutex", call, |_| Ok(None))
     }
 
+    fn finitely_many_states(&self) -> bool {
+        true
+    }
+
     fn step(&self, held: &bool, op: &LockOp) -> Option<bool> {
         match op {
             LockOp::Acquire(_) => (!held).then_some(true),
