@@ -40,6 +40,10 @@ mod model;
 mod models;
 #[allow(dead_code)]
 #[cfg_attr(test, allow(unused))]
+#[path = "../src/checker/parallel.rs"]
+mod parallel;
+#[allow(dead_code)]
+#[cfg_attr(test, allow(unused))]
 #[path = "../src/checker/result.rs"]
 mod result;
 #[allow(dead_code)]

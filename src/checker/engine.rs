@@ -6,14 +6,13 @@
 //! the same worker. Plain scoped threads suffice for one parallel loop over independent jobs.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::anyhow;
 
 use super::calls::Call;
 use super::model::{Model, Prepared};
+use super::parallel;
 use super::result::{Counterexample, KeyResult, OpView, Validity};
 use super::search::{search, Limit, Limits, MemoryBudget, SearchOp, Verdict};
 use super::shrink::smallest_window;
@@ -115,27 +114,10 @@ fn run_parts<M: Model>(
         cores
     } else {
         limits.threads
-    }
-    .clamp(1, parts.len().max(1));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<PartResult>>> =
-        Mutex::new((0..parts.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(part) = parts.get(i) else { break };
-                let result = check_part(model, calls, part, &search_limits, limits.shrink);
-                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
-            });
-        }
-    });
-    results
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .map(|r| r.expect("every part was checked"))
-        .collect()
+    };
+    parallel::map(parts, threads, |part| {
+        check_part(model, calls, part, &search_limits, limits.shrink)
+    })
 }
 
 /// The part without the indefinite operations no linearization needs ([`Model::needless`]).

@@ -19,6 +19,7 @@ pub mod liveness;
 pub mod model;
 pub mod models;
 pub mod mutex_overlap;
+pub mod parallel;
 pub mod queue;
 pub mod result;
 pub mod search;
