@@ -82,12 +82,9 @@ impl Model for MultiRegister {
         if call.f() != "txn" {
             return Err(unknown_f(NAME, call.f()));
         }
-        // As Knossos does, an ok transaction is read from its completion, which carries what
-        // its reads returned; any other from its invocation.
-        let op = match call.outcome() {
-            Outcome::Ok => self.micros(call.result(), true)?,
-            Outcome::Info | Outcome::Fail => self.micros(&call.invoke.value, false)?,
-        };
+        // As Knossos reads it (an ok transaction from its completion, which carries what its
+        // reads returned); the reads of any other never returned.
+        let op = self.micros(call.value(), call.outcome() == Outcome::Ok)?;
         Ok(by_outcome(call.outcome(), op, None))
     }
 

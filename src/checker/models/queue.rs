@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use super::super::calls::{Call, Outcome};
+use super::super::calls::Call;
 use super::super::model::{Model, Prepared};
 use super::register::by_outcome;
 use super::{int_or_nil, unknown_f};
@@ -20,13 +20,12 @@ pub enum QueueOp {
     Dequeue(Option<i64>),
 }
 
-/// Reads a queue operation: ok dequeues from their completion, anything else from its
-/// invocation.
+/// Reads a queue operation, its value as Knossos reads it ([`Call::value`]).
 fn prepare_queue(model: &str, call: &Call<'_>) -> Result<Prepared<QueueOp>, String> {
+    let value = int_or_nil(call.value())?;
     let op = match call.f() {
-        "enqueue" => QueueOp::Enqueue(int_or_nil(&call.invoke.value)?),
-        "dequeue" if call.outcome() == Outcome::Ok => QueueOp::Dequeue(int_or_nil(call.result())?),
-        "dequeue" => QueueOp::Dequeue(int_or_nil(&call.invoke.value)?),
+        "enqueue" => QueueOp::Enqueue(value),
+        "dequeue" => QueueOp::Dequeue(value),
         f => return Err(unknown_f(model, f)),
     };
     Ok(by_outcome(call.outcome(), op, None))

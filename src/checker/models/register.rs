@@ -85,11 +85,11 @@ impl Model for Register {
                 Outcome::Fail | Outcome::Info => Ok(Prepared::Skip),
             },
             "write" => {
-                let op = RegisterOp::Write(int_or_nil(&call.invoke.value)?);
+                let op = RegisterOp::Write(int_or_nil(call.value())?);
                 Ok(by_outcome(outcome, op, None))
             }
             "cas" if self.cas => {
-                let (old, new) = two(&call.invoke.value)?;
+                let (old, new) = two(call.value())?;
                 let (old, new) = (int_or_nil(old)?, int_or_nil(new)?);
                 let mismatch = (self.failed_cas == FailedCas::Mismatch)
                     .then_some(RegisterOp::CasMismatch(old));
