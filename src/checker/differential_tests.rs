@@ -299,20 +299,24 @@ fn search_agrees_with_brute_force_on_queues() {
     agree(&UnorderedQueue, "unordered-queue", op);
 }
 
-/// Knossos's reading of one operation: its function and value (`knossos.history/complete`).
+/// Knossos's reading of one operation: its function and value (`knossos.history/complete`),
+/// and whether it returned (completed ok).
 #[derive(Debug, Clone)]
 struct KnossosOp {
     f: String,
     value: Value,
+    returned: bool,
 }
 
 /// `knossos.model`'s step for `model`, written from its source: the next state, or `None`
-/// when inconsistent.
-fn knossos_step(model: &str, state: &Value, op: &KnossosOp) -> Option<Value> {
+/// when inconsistent. With `nil_any` false (stampede's `--nil-read value`), a nil a read
+/// returned must be the register's value; a read that never returned still tells nothing.
+fn knossos_step(model: &str, nil_any: bool, state: &Value, op: &KnossosOp) -> Option<Value> {
     let v = &op.value;
+    let unknown = |x: &Value| x.is_null() && (nil_any || !op.returned);
     match (model, op.f.as_str()) {
         ("register" | "cas-register", "write") => Some(v.clone()),
-        ("register" | "cas-register", "read") => (v.is_null() || v == state).then(|| state.clone()),
+        ("register" | "cas-register", "read") => (unknown(v) || v == state).then(|| state.clone()),
         ("cas-register", "cas") => (&v[0] == state).then(|| v[1].clone()),
         ("mutex", "acquire") => (state == &json!(false)).then_some(json!(true)),
         ("mutex", "release") => (state == &json!(true)).then_some(json!(false)),
@@ -322,7 +326,7 @@ fn knossos_step(model: &str, state: &Value, op: &KnossosOp) -> Option<Value> {
                 let (f, k, x) = (&micro[0], micro[1].as_str()?, &micro[2]);
                 let current = s.get(k).cloned().unwrap_or(Value::Null);
                 match f.as_str()? {
-                    "read" if x.is_null() || *x == current => {}
+                    "read" if unknown(x) || *x == current => {}
                     "write" => s[k] = x.clone(),
                     _ => return None,
                 }
@@ -423,7 +427,7 @@ fn random_history(model: &str, rng: &mut StdRng) -> Vec<Op> {
 }
 
 /// Knossos's verdict on `ops` for `model`, by brute force over its reading of the history.
-fn knossos_verdict(model: &str, ops: &[Op]) -> bool {
+fn knossos_verdict(model: &str, nil_any: bool, ops: &[Op]) -> bool {
     let mut calls: Vec<SearchOp<KnossosOp>> = Vec::new();
     let mut open: std::collections::HashMap<Process, usize> = Default::default();
     let mut failed = Vec::new();
@@ -435,6 +439,7 @@ fn knossos_verdict(model: &str, ops: &[Op]) -> bool {
                     op: KnossosOp {
                         f: op.f.clone(),
                         value: op.value.clone(),
+                        returned: false,
                     },
                     call: pos,
                     ret: None,
@@ -443,6 +448,7 @@ fn knossos_verdict(model: &str, ops: &[Op]) -> bool {
             OpType::Ok => {
                 let i = open.remove(&op.process).expect("paired");
                 calls[i].op.value = op.value.clone();
+                calls[i].op.returned = true;
                 calls[i].ret = Some(pos);
             }
             OpType::Fail => failed.push(open.remove(&op.process).expect("paired")),
@@ -462,24 +468,34 @@ fn knossos_verdict(model: &str, ops: &[Op]) -> bool {
         _ => Value::Null,
     };
     brute(&kept, &init, &mut vec![false; kept.len()], &|s, o| {
-        knossos_step(model, s, o)
+        knossos_step(model, nil_any, s, o)
     })
 }
 
 #[test]
 fn whole_histories_get_knossos_verdicts_with_nil_reads_failures_and_crashes() {
-    for kind in [
+    let nil_read_models = [
         ModelKind::Register,
         ModelKind::CasRegister,
         ModelKind::MultiRegister,
-        ModelKind::Mutex,
-        ModelKind::FifoQueue,
-        ModelKind::UnorderedQueue,
-    ] {
+    ];
+    let runs = nil_read_models
+        .iter()
+        .map(|&m| (m, NilRead::Any))
+        .chain(nil_read_models.iter().map(|&m| (m, NilRead::Value)))
+        .chain(
+            [
+                ModelKind::Mutex,
+                ModelKind::FifoQueue,
+                ModelKind::UnorderedQueue,
+            ]
+            .map(|m| (m, NilRead::Any)),
+        );
+    for (kind, nil_read) in runs {
         let model = kind.name();
         let opts = CheckOptions {
             model: kind,
-            nil_read: NilRead::Any,
+            nil_read,
             threads: 1,
             ..CheckOptions::default()
         };
@@ -487,14 +503,14 @@ fn whole_histories_get_knossos_verdicts_with_nil_reads_failures_and_crashes() {
         for seed in 0..3000 {
             let mut rng = StdRng::seed_from_u64(seed);
             let ops = random_history(model, &mut rng);
-            let expected = knossos_verdict(model, &ops);
+            let expected = knossos_verdict(model, nil_read == NilRead::Any, &ops);
             let got = check_history(&ops, &opts).expect("well-formed").valid;
             let want = if expected {
                 Validity::Valid
             } else {
                 Validity::Invalid
             };
-            assert_eq!(got, want, "{model} seed {seed}: {ops:#?}");
+            assert_eq!(got, want, "{model} {nil_read:?} seed {seed}: {ops:#?}");
             invalid += usize::from(!expected);
         }
         assert!(
