@@ -176,6 +176,32 @@ fn a_results_folder_checked_with_a_model_writes_results_and_timeline_to_the_outp
 }
 
 #[test]
+fn a_folder_is_searched_all_the_way_down_passing_over_links_and_other_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = jepsen_fixtures().join("cas-register");
+    let nested = dir.path().join("a/b");
+    std::fs::create_dir_all(&nested).unwrap();
+    for (name, to) in [
+        ("valid-spaces-aligned.log", dir.path().join("one.log")),
+        ("invalid-list-read-goes-back.edn", nested.join("two.edn")),
+    ] {
+        std::fs::copy(cases.join(name), to).unwrap();
+    }
+    std::fs::write(dir.path().join("notes.md"), "not a history").unwrap();
+    std::os::unix::fs::symlink(&nested, dir.path().join("latest")).unwrap();
+    let out = stampede(&["check", dir.path().to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    assert!(stdout.contains("a/b/two.edn: verdict: INVALID"), "{stdout}");
+    assert!(stdout.contains("one.log: verdict: valid"), "{stdout}");
+    let empty = tempfile::tempdir().unwrap();
+    let out = stampede(&["check", empty.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a folder without history files"));
+}
+
+#[test]
 fn several_histories_write_their_outputs_into_a_subfolder_each() {
     let dir = tempfile::tempdir().unwrap();
     let cases = jepsen_fixtures().join("cas-register");

@@ -14,7 +14,8 @@ pub const AFTER_HELP: &str = "\
 Each PATH is a history file, a results folder (one with a history.jsonl: judged again \
 exactly as its run judged it, its results.json, timeline.html and plots rewritten in place; \
 with --model its history.jsonl is checked against that model instead), or a folder of \
-history files (*.edn, *.jsonl, *.json, *.log, *.txt, and results folders in it). Several \
+history files (*.edn, *.jsonl, *.json, *.log, *.txt, and results folders, in it and in \
+its folders below, links passed over). Several \
 histories are checked in parallel: one verdict line per history, then a summary line; the \
 exit code is the worst of them (0 valid, 1 invalid, 2 unknown or error), and a history that \
 cannot be read gets its one-line error as its verdict line while the others still run.
@@ -173,14 +174,6 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
 /// The inputs `paths` name, and whether they are several (a folder of histories counts as
 /// several). A path that does not exist, or a folder without histories, is an error.
 fn collect(paths: &[PathBuf], model_given: bool) -> anyhow::Result<(Vec<Input>, bool)> {
-    let as_input = |dir: &Path| {
-        let history = dir.join("history.jsonl");
-        match (history.is_file(), model_given) {
-            (true, true) => Some(Input::File(history, None)),
-            (true, false) => Some(Input::Results(dir.to_path_buf())),
-            (false, _) => None,
-        }
-    };
     let mut inputs = Vec::new();
     let mut many = paths.len() > 1;
     for path in paths {
@@ -189,31 +182,13 @@ fn collect(paths: &[PathBuf], model_given: bool) -> anyhow::Result<(Vec<Input>, 
             inputs.push(Input::File(path.clone(), None));
             continue;
         }
-        if let Some(input) = as_input(path) {
+        if let Some(input) = results_folder(path, model_given) {
             inputs.push(input);
             continue;
         }
         many = true;
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        entries.sort();
         let before = inputs.len();
-        for entry in entries {
-            let hidden = entry
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-            let ending = entry.extension().and_then(|e| e.to_str()).unwrap_or("");
-            if hidden {
-                continue;
-            }
-            if entry.is_dir() {
-                inputs.extend(as_input(&entry));
-            } else if HISTORY_ENDINGS.contains(&ending) {
-                inputs.push(Input::File(entry, None));
-            }
-        }
+        gather(path, model_given, &mut inputs)?;
         anyhow::ensure!(
             inputs.len() > before,
             "{}: a folder without history files or results folders",
@@ -221,6 +196,46 @@ fn collect(paths: &[PathBuf], model_given: bool) -> anyhow::Result<(Vec<Input>, 
         );
     }
     Ok((inputs, many))
+}
+
+/// The folder `dir` as a results folder (one with a `history.jsonl`), if it is one: judged as
+/// its run did, or its history checked against the model given.
+fn results_folder(dir: &Path, model_given: bool) -> Option<Input> {
+    let history = dir.join("history.jsonl");
+    match (history.is_file(), model_given) {
+        (true, true) => Some(Input::File(history, None)),
+        (true, false) => Some(Input::Results(dir.to_path_buf())),
+        (false, _) => None,
+    }
+}
+
+/// Adds the history files and results folders in `dir` and, through its other folders, below
+/// it, in name order; hidden entries and links (such as `results/latest`) are passed over.
+fn gather(dir: &Path, model_given: bool, inputs: &mut Vec<Input>) -> anyhow::Result<()> {
+    let mut entries: Vec<(PathBuf, std::fs::FileType)> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_type().ok().map(|t| (e.path(), t)))
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (entry, kind) in entries {
+        let hidden = entry
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        let ending = entry.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if hidden || kind.is_symlink() {
+            continue;
+        }
+        if kind.is_dir() {
+            match results_folder(&entry, model_given) {
+                Some(input) => inputs.push(input),
+                None => gather(&entry, model_given, inputs)?,
+            }
+        } else if HISTORY_ENDINGS.contains(&ending) {
+            inputs.push(Input::File(entry, None));
+        }
+    }
+    Ok(())
 }
 
 /// Gives each history file its output folder: `output` itself for one history, else a
