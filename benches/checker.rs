@@ -40,6 +40,10 @@ mod model;
 mod models;
 #[allow(dead_code)]
 #[cfg_attr(test, allow(unused))]
+#[path = "../src/checker/parallel.rs"]
+mod parallel;
+#[allow(dead_code)]
+#[cfg_attr(test, allow(unused))]
 #[path = "../src/checker/result.rs"]
 mod result;
 #[allow(dead_code)]
@@ -62,7 +66,7 @@ mod testing;
 use std::time::{Duration, Instant};
 
 use linearizability::{check_history, CheckOptions, ModelKind};
-use synth::{corrupt_one_read, generate, Flavor, SynthConfig};
+use synth::{corrupt_one_read, generate, make_one_read_stale, Flavor, SynthConfig};
 
 struct Case {
     name: &'static str,
@@ -155,6 +159,107 @@ fn main() {
                 case.config.ops as f64 / secs,
                 peak_rss_mib()
             );
+        }
+    }
+    hard_single_key(filter.as_deref());
+}
+
+/// Seeds of the hard single-key shape checked per model and variant: 50, or
+/// `STAMPEDE_BENCH_SEEDS`.
+fn seeds() -> u64 {
+    std::env::var("STAMPEDE_BENCH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50)
+}
+
+/// How one seeded history of the hard single-key shape is made.
+#[derive(Clone, Copy)]
+enum Variant {
+    /// As generated: linearizable.
+    Valid,
+    /// One read returns -1, a value nothing writes.
+    NeverWritten,
+    /// One read returns a value overwritten before it began (values unique, so invalid).
+    Stale,
+}
+
+/// Case (b)'s shape over many seeds: the verdicts, and the median and worst time.
+fn hard_single_key(filter: Option<&str>) {
+    let seeds = seeds();
+    println!();
+    println!("(c) 1 key, 2,000 ops, 10 processes, 10% info writes; {seeds} seeds each, 10 s limit");
+    println!(
+        "{:<20} {:<8} {:<34} {:>28} {:>9} {:>9}",
+        "model", "values", "history", "verdicts", "median s", "worst s"
+    );
+    let shapes = [("0..5", Some(5)), ("unique", None)];
+    for model in [ModelKind::CasRegister, ModelKind::VersionedRegister] {
+        if filter.is_some_and(|f| !"(c)".contains(f) && !model.name().contains(f)) {
+            continue;
+        }
+        for (values, range) in shapes {
+            let variants = match range {
+                Some(_) => [
+                    (Variant::Valid, "valid"),
+                    (Variant::NeverWritten, "one read of a value never written"),
+                ],
+                None => [
+                    (Variant::Valid, "valid"),
+                    (Variant::Stale, "one stale read"),
+                ],
+            };
+            for (variant, label) in variants {
+                let mut times = Vec::new();
+                let (mut valid, mut invalid, mut unknown) = (0, 0, 0);
+                for seed in 1..=seeds {
+                    let config = SynthConfig {
+                        seed,
+                        ops: 2_000,
+                        keys: 1,
+                        processes: 10,
+                        info_rate: 0.10,
+                        info_reads: false,
+                        value_range: range,
+                        flavor: match model {
+                            ModelKind::CasRegister => Flavor::Plain,
+                            _ => Flavor::Versioned,
+                        },
+                        ..SynthConfig::default()
+                    };
+                    let mut ops = generate(&config);
+                    let changed = match variant {
+                        Variant::Valid => Some(0),
+                        Variant::NeverWritten => corrupt_one_read(&mut ops, seed),
+                        Variant::Stale => make_one_read_stale(&mut ops, seed),
+                    };
+                    changed.expect("the history has a read to change");
+                    let opts = CheckOptions {
+                        model,
+                        time_limit: Some(Duration::from_secs(10)),
+                        ..CheckOptions::default()
+                    };
+                    let start = Instant::now();
+                    let result = check_history(&ops, &opts).expect("well-formed history");
+                    times.push(start.elapsed().as_secs_f64());
+                    match result.valid {
+                        result::Validity::Valid => valid += 1,
+                        result::Validity::Invalid => invalid += 1,
+                        result::Validity::Unknown => unknown += 1,
+                    }
+                }
+                times.sort_by(f64::total_cmp);
+                let verdicts = format!("{valid} valid, {invalid} invalid, {unknown} unknown");
+                println!(
+                    "{:<20} {:<8} {:<34} {:>28} {:>9.3} {:>9.3}",
+                    model.name(),
+                    values,
+                    label,
+                    verdicts,
+                    times[times.len() / 2],
+                    times[times.len() - 1]
+                );
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
-//! `stampede check` on the fixture histories in `tests/fixtures/checker/<case>/`: each folder's
-//! `args` file holds the flags, and each file's name says the verdict it must get
-//! (`valid-*` exits 0, `invalid-*` exits 1).
+//! `stampede check` on the fixture histories in `tests/fixtures/checker/<case>/` (stampede's
+//! own format) and `tests/fixtures/jepsen/<case>/` (Jepsen's formats; see its README): each
+//! folder's `args` file holds the flags, and each file's name says the verdict it must get
+//! (`valid-*` exits 0, `invalid-*` exits 1), alone and with its folder checked in one run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -16,6 +17,40 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checker")
 }
 
+fn jepsen_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jepsen")
+}
+
+/// One fixture folder: its path, its flags, and its files with whether each must be valid.
+type Case = (PathBuf, Vec<String>, Vec<(PathBuf, bool)>);
+
+/// Every fixture case.
+fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for root in [fixtures(), jepsen_fixtures()] {
+        for case in std::fs::read_dir(root).unwrap() {
+            let dir = case.unwrap().path();
+            let Ok(args) = std::fs::read_to_string(dir.join("args")) else {
+                continue;
+            };
+            let args = args.split_whitespace().map(str::to_string).collect();
+            let mut files = Vec::new();
+            for file in std::fs::read_dir(&dir).unwrap() {
+                let file = file.unwrap().path();
+                let name = file.file_name().unwrap().to_string_lossy().to_string();
+                if name.starts_with("valid-") {
+                    files.push((file, true));
+                } else if name.starts_with("invalid-") {
+                    files.push((file, false));
+                }
+            }
+            files.sort();
+            cases.push((dir, args, files));
+        }
+    }
+    cases
+}
+
 fn last_line(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -24,28 +59,23 @@ fn last_line(out: &Output) -> String {
         .to_string()
 }
 
+fn verdict_of(valid: bool) -> (i32, &'static str) {
+    match valid {
+        true => (0, "verdict: valid"),
+        false => (1, "verdict: INVALID"),
+    }
+}
+
 #[test]
 fn every_fixture_gets_the_verdict_its_name_states() {
     let mut checked = 0;
-    for case in std::fs::read_dir(fixtures()).unwrap() {
-        let dir = case.unwrap().path();
-        let Ok(args) = std::fs::read_to_string(dir.join("args")) else {
-            continue;
-        };
-        let args: Vec<&str> = args.split_whitespace().collect();
-        for file in std::fs::read_dir(&dir).unwrap() {
-            let file = file.unwrap().path();
-            let name = file.file_name().unwrap().to_string_lossy().to_string();
-            let (code, verdict) = if name.starts_with("valid-") {
-                (0, "verdict: valid")
-            } else if name.starts_with("invalid-") {
-                (1, "verdict: INVALID")
-            } else {
-                continue;
-            };
+    for (_, args, files) in cases() {
+        for (file, valid) in files {
+            let (code, verdict) = verdict_of(valid);
             let mut all = vec!["check", file.to_str().unwrap()];
-            all.extend(&args);
+            all.extend(args.iter().map(String::as_str));
             let out = stampede(&all);
+            let name = file.display();
             assert_eq!(
                 out.status.code(),
                 Some(code),
@@ -60,24 +90,81 @@ fn every_fixture_gets_the_verdict_its_name_states() {
             checked += 1;
         }
     }
-    assert!(checked >= 25, "only {checked} fixtures found");
+    assert!(checked >= 60, "only {checked} fixtures found");
 }
 
 #[test]
-fn a_results_folder_is_checked_and_the_verdict_written_as_json() {
+fn each_fixture_folder_checked_in_one_run_gives_a_line_per_file_and_a_summary() {
+    for (dir, args, files) in cases() {
+        let mut all = vec!["check", dir.to_str().unwrap()];
+        all.extend(args.iter().map(String::as_str));
+        let out = stampede(&all);
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), files.len() + 1, "{}: {stdout}", dir.display());
+        let worst = files.iter().any(|(_, valid)| !valid);
+        assert_eq!(out.status.code(), Some(i32::from(worst)), "{stdout}");
+        for ((file, valid), line) in files.iter().zip(&lines) {
+            let prefix = format!("{}: {}", file.display(), verdict_of(*valid).1);
+            assert!(line.starts_with(&prefix), "{line}");
+        }
+        let invalid = files.iter().filter(|(_, valid)| !valid).count();
+        let summary = format!(
+            "{} histories: {} valid, {invalid} INVALID, 0 unknown, 0 errors",
+            files.len(),
+            files.len() - invalid
+        );
+        assert!(lines[files.len()].starts_with(&summary), "{stdout}");
+    }
+}
+
+#[test]
+fn a_history_that_does_not_parse_is_its_own_error_line_and_the_rest_still_run() {
+    let edn = fixtures().join("edn");
+    let valid = jepsen_fixtures().join("cas-register/invalid-list-read-goes-back.edn");
+    let out = stampede(&["check", edn.to_str().unwrap(), valid.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("no line for {name}: {stdout}"))
+            .to_string()
+    };
+    assert!(line("malformed-type.edn").contains(": error: line 4: unknown op :type :done"));
+    assert!(line("malformed-unclosed.edn").contains(": error: line 3, column 1:"));
+    assert!(line("register-lines.edn").contains(": verdict: valid"));
+    assert!(line("invalid-list-read-goes-back.edn").contains(": verdict: INVALID"));
+    assert!(
+        last_line(&out).starts_with("5 histories: 2 valid, 1 INVALID, 0 unknown, 2 errors"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_results_folder_checked_with_a_model_writes_results_and_timeline_to_the_output_folder() {
     let dir = tempfile::tempdir().unwrap();
     let history = fixtures().join("versioned-register/invalid-lost-write.jsonl");
     std::fs::copy(&history, dir.path().join("history.jsonl")).unwrap();
-    let json = dir.path().join("results.json");
+    let output = dir.path().join("out");
     let out = stampede(&[
         "check",
         dir.path().to_str().unwrap(),
+        "--model",
+        "versioned-register",
         "--output",
-        json.to_str().unwrap(),
+        output.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("smallest failing window"), "{stdout}");
+    let timeline = std::fs::read_to_string(output.join("timeline.html")).unwrap();
+    assert!(
+        timeline.contains("<h2>Marked operations</h2>"),
+        "the counterexample is outlined"
+    );
+    let json = output.join("results.json");
     let result: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(result["valid"], serde_json::json!(false));
     assert_eq!(result["model"], "versioned-register");
@@ -86,6 +173,80 @@ fn a_results_folder_is_checked_and_the_verdict_written_as_json() {
     assert!(result["keys"]["r"]["counterexample"]["window"]
         .as_array()
         .is_some_and(|w| !w.is_empty()));
+}
+
+#[test]
+fn a_folder_is_searched_all_the_way_down_passing_over_links_and_other_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = jepsen_fixtures().join("cas-register");
+    let nested = dir.path().join("a/b");
+    std::fs::create_dir_all(&nested).unwrap();
+    for (name, to) in [
+        ("valid-spaces-aligned.log", dir.path().join("one.log")),
+        ("invalid-list-read-goes-back.edn", nested.join("two.edn")),
+    ] {
+        std::fs::copy(cases.join(name), to).unwrap();
+    }
+    std::fs::write(dir.path().join("notes.md"), "not a history").unwrap();
+    std::os::unix::fs::symlink(&nested, dir.path().join("latest")).unwrap();
+    let out = stampede(&["check", dir.path().to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    assert!(stdout.contains("a/b/two.edn: verdict: INVALID"), "{stdout}");
+    assert!(stdout.contains("one.log: verdict: valid"), "{stdout}");
+    let empty = tempfile::tempdir().unwrap();
+    let out = stampede(&["check", empty.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a folder without history files"));
+}
+
+#[test]
+fn several_histories_write_their_outputs_into_a_subfolder_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = jepsen_fixtures().join("cas-register");
+    let bad = cases.join("invalid-list-read-goes-back.edn");
+    let good = cases.join("valid-spaces-aligned.log");
+    let output = dir.path().join("out");
+    let out = stampede(&[
+        "check",
+        bad.to_str().unwrap(),
+        good.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    for name in [
+        "invalid-list-read-goes-back.edn",
+        "valid-spaces-aligned.log",
+    ] {
+        let sub = output.join(name);
+        assert!(sub.join("results.json").is_file(), "{}", sub.display());
+        assert!(sub.join("timeline.html").is_file(), "{}", sub.display());
+    }
+    let result: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(output.join("invalid-list-read-goes-back.edn/results.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["model"], "cas-register");
+    let window = &result["keys"][""]["counterexample"]["window"];
+    assert!(window.as_array().is_some_and(|w| w.len() <= 3), "{window}");
+}
+
+#[test]
+fn a_nil_read_tells_nothing_in_jepsen_histories_unless_asked() {
+    let file = jepsen_fixtures().join("cas-register/valid-list-nil-read-nemesis.edn");
+    let f = file.to_str().unwrap();
+    assert_eq!(
+        stampede(&["check", f, "--initial", "0"]).status.code(),
+        Some(0)
+    );
+    let out = stampede(&["check", f, "--initial", "0", "--nil-read", "value"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("read -> ok null"));
+    let out = stampede(&["check", f, "--nil-read", "maybe"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected any or value"));
 }
 
 #[test]

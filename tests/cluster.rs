@@ -263,6 +263,15 @@ fn sigint_mid_partition_heals(_: &TestCluster) {
     );
     let stdout = std::io::read_to_string(fault.stdout.take().unwrap()).unwrap();
     assert!(stdout.contains("interrupted by SIGINT; healed"), "{stdout}");
+    // The heal came after every command of the start: no rule is left, nor appears later.
+    for _ in 0..2 {
+        let rules = stampede_ok(&["exec", "--", "iptables -S | grep -c -- '^-A' || true"]);
+        assert!(
+            rules.lines().all(|l| l.ends_with(": 0")),
+            "rules left after the heal: {rules}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
     wait_for(
         "the ensemble heals",
         Duration::from_secs(30),
@@ -361,7 +370,7 @@ fn bad_input_gets_one_line_errors(_: &TestCluster) {
     );
     assert_one_line_error(
         &["nemesis", "run", "--kind", "kill", "--target", "n9"],
-        "no such node",
+        "--target: unknown target \"n9\": not a node",
     );
     let bad = dir.join("nodes");
     std::fs::write(

@@ -3,7 +3,8 @@
 //! and pauses of the leader is judged valid with the replicas converged; the lock workload
 //! under kill -9 and SIGSTOP is valid. Then, for each classic replication bug keeperd can be
 //! built with (cargo feature `failpoints`), a run with the faults that expose it is judged
-//! INVALID with the anomaly the bug causes.
+//! INVALID with the anomaly the bug causes; so is a keeperd whose members forget their data
+//! at every start (`forget-on-start`), killed all at once.
 //!
 //! A custom harness (`harness = false`) on a cluster of its own. Needs root on Linux and the
 //! keeperd binary built beside the test (`cargo test --workspace` builds it); the failpoint
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::OnceLock;
 
-use common::{last_line, text, TestCluster};
+use common::{keeperd_binary, last_line, text, TestCluster};
 
 /// The directory of the binaries cargo built for this workspace (`target/<profile>`).
 fn profile_dir() -> PathBuf {
@@ -24,17 +25,6 @@ fn profile_dir() -> PathBuf {
         .and_then(|deps| deps.parent())
         .expect("target/<profile>/deps")
         .to_path_buf()
-}
-
-/// The keeperd binary cargo built for this workspace, next to the test's own directory.
-fn keeperd_binary() -> String {
-    let binary = profile_dir().join("keeperd");
-    assert!(
-        binary.exists(),
-        "{} is missing: run the tests with --workspace",
-        binary.display()
-    );
-    binary.display().to_string()
 }
 
 /// keeperd built with its failpoints, made once with cargo in this workspace's target dir.
@@ -256,6 +246,22 @@ fn acknowledging_before_durable_loses_acknowledged_writes(cluster: &TestCluster)
     caught(cluster, "ack-before-durable", &args, "lost-write");
 }
 
+fn members_that_forget_on_restart_lose_acknowledged_writes(cluster: &TestCluster) {
+    // Every member is killed at once 5 s in and comes back with an empty data directory.
+    let faults = fixture("kill-all.yaml");
+    let args = [
+        "--nemesis",
+        faults.as_str(),
+        "--time-limit",
+        "16s",
+        "--set",
+        "generator.nemesis_interval=5s",
+        "--set",
+        "generator.nemesis_duration=3s",
+    ];
+    caught(cluster, "forget-on-start", &args, "lost-write");
+}
+
 fn main() {
     let scenarios: &[common::Scenario] = &[
         (
@@ -281,6 +287,10 @@ fn main() {
         (
             "acknowledging_before_durable_loses_acknowledged_writes",
             acknowledging_before_durable_loses_acknowledged_writes,
+        ),
+        (
+            "members_that_forget_on_restart_lose_acknowledged_writes",
+            members_that_forget_on_restart_lose_acknowledged_writes,
         ),
     ];
     TestCluster::new("stkd", "10.241.12.0/24").run(

@@ -1,7 +1,10 @@
 //! Integration tests of `stampede test`, the main job, against real ZooKeeper on a local
 //! cluster of network namespaces: a run ends with a verdict and a complete results folder,
 //! `stampede check` agrees with the run, and a controller killed with SIGKILL mid-test leaves a
-//! history that parses and can be judged, with `stampede heal` clearing the faults.
+//! history that parses and can be judged, with `stampede heal` clearing the faults. A run is
+//! never valid without the faults it claims: a mistyped package is refused before anything
+//! starts, a run no fault reached or whose fault failed to start is unknown, and kills aimed
+//! at a minority or the leader reach keeperd's one server.
 //!
 //! A custom harness (`harness = false`): the scenarios share one cluster, made at the start
 //! and always removed at the end. Needs root on Linux.
@@ -11,7 +14,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{last_line, text, TestCluster};
+use common::{keeperd_binary, last_line, text, TestCluster};
 
 fn partition_rules(cluster: &TestCluster) -> usize {
     let out = cluster.stampede(&["exec", "--", "iptables -S | grep -c -- '^-A' || true"]);
@@ -193,6 +196,188 @@ fn a_killed_controller_leaves_a_checkable_history(cluster: &TestCluster) {
     assert!(our_servers(cluster).is_empty());
 }
 
+/// A nemesis package with a mistyped target or kind is refused with one line naming its file
+/// and line, before anything starts: no results folder, no database.
+fn a_mistyped_package_is_refused_before_anything_starts(cluster: &TestCluster) {
+    for (name, yaml, line, says) in [
+        (
+            "typo-target",
+            "faults:\n  - kind: partition\n    target: halves\n  - kind: kill\n    target: sideways\n",
+            5,
+            "faults[1].target: unknown target \"sideways\"",
+        ),
+        (
+            "typo-kind",
+            "# a comment\nfaults:\n  - kind: partiton\n",
+            3,
+            "faults[0].kind: unknown nemesis kind \"partiton\"",
+        ),
+        (
+            "typo-duration",
+            "faults:\n  - kind: clock\n    clock: {mode: strobe, period: 2}\n",
+            3,
+            "faults[0].clock.period: invalid duration `2`",
+        ),
+    ] {
+        let file = cluster.work.join(format!("{name}.yaml"));
+        std::fs::write(&file, yaml).unwrap();
+        let file = file.display().to_string();
+        let out = cluster.stampede(&["test", "--name", name, "--nemesis", &file]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {file}:{line}")) && stderr.contains(says),
+            "{stderr}"
+        );
+        assert!(
+            !cluster.work.join("results").join(name).exists(),
+            "no run was started"
+        );
+    }
+    assert!(our_servers(cluster).is_empty(), "no database was set up");
+}
+
+/// A run whose package has faults but none took effect is unknown, not valid: here the first
+/// fault would come after the time limit.
+fn a_run_no_fault_reached_is_unknown(cluster: &TestCluster) {
+    let out = cluster.stampede(&[
+        "test",
+        "--nemesis",
+        "kill",
+        "--time-limit",
+        "4",
+        "--set",
+        "generator.nemesis_interval=1m",
+        "--set",
+        "generator.quiet_period=1s",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let verdict = last_line(&out);
+    assert!(
+        verdict.starts_with("verdict: unknown (no fault took effect: none started within the run)"),
+        "{verdict}"
+    );
+    let dir = cluster.results_dir(&out);
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["valid"], "unknown");
+    assert_eq!(results["exposure"]["planned"], true);
+    let check = cluster.stampede(&["check", &dir.display().to_string()]);
+    assert_eq!(check.status.code(), Some(2));
+    assert_eq!(last_line(&check), verdict, "check agrees with the run");
+}
+
+/// A scheduled fault that fails to start leaves the run unknown: the server a pause aims at
+/// is killed behind stampede's back just before the pause is due.
+fn a_run_whose_fault_failed_to_start_is_unknown(cluster: &TestCluster) {
+    let package = cluster.work.join("pause-n2.yaml");
+    std::fs::write(&package, "faults:\n  - kind: pause\n    target: n2\n").unwrap();
+    let child = cluster
+        .command(&[
+            "test",
+            "--name",
+            "pause-n2",
+            "--nemesis",
+            &package.display().to_string(),
+            "--time-limit",
+            "14",
+            "--set",
+            "generator.nemesis_interval=8s",
+            "--set",
+            "generator.nemesis_duration=3s",
+            "--set",
+            "generator.quiet_period=1s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The run's own folder, results/pause-n2/<time>/: its history grows once the run began.
+    let runs = cluster.work.join("results/pause-n2");
+    let began = || -> Option<()> {
+        let run = std::fs::read_dir(&runs).ok()?.next()?.ok()?.path();
+        let history = std::fs::read_to_string(run.join("history.jsonl")).ok()?;
+        (history.lines().count() >= 5).then_some(())
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while began().is_none() {
+        assert!(Instant::now() < deadline, "the run never began");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let home = format!("/var/lib/stampede/db/{}2", cluster.net());
+    let pid = std::fs::read_to_string(format!("{home}/server.pid")).unwrap();
+    let pid = pid.trim();
+    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(
+        cmdline.contains(&format!("{home}/conf/zoo.cfg")),
+        "{cmdline}"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-9", pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let verdict = last_line(&out);
+    assert!(
+        verdict.starts_with(
+            "verdict: unknown (1 of 1 fault starts did not take effect; first: start-pause: no \
+             zookeeper server was running on n2 to pause)"
+        ),
+        "{verdict}"
+    );
+    assert!(our_servers(cluster).is_empty(), "torn down");
+}
+
+/// The one keeperd server runs on n1 of the cluster: kills aimed at a minority or at the
+/// leader resolve to it (a standalone server leads), and the verdict says so.
+fn kills_reach_the_one_keeperd_server(cluster: &TestCluster) {
+    let binary = keeperd_binary();
+    let out = cluster.stampede(&[
+        "test",
+        "--db",
+        "keeperd",
+        "--keeperd-binary",
+        &binary,
+        "--nemesis",
+        "kill",
+        "--time-limit",
+        "16",
+        "--set",
+        "generator.nemesis_interval=3s",
+        "--set",
+        "generator.nemesis_duration=3s",
+        "--set",
+        "generator.quiet_period=1s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let verdict = last_line(&out);
+    assert!(
+        verdict.starts_with("verdict: valid under ")
+            && verdict.contains(" (minority, ")
+            && verdict.contains(" (leader, "),
+        "{verdict}"
+    );
+    let dir = cluster.results_dir(&out);
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let starts: Vec<serde_json::Value> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|op| op["f"] == "start-kill" && op["type"] != "invoke")
+        .collect();
+    assert!(starts.len() >= 2, "{starts:?}");
+    for start in &starts {
+        assert_eq!(
+            start["value"]["nodes"],
+            serde_json::json!(["n1"]),
+            "{start}"
+        );
+        assert!(start["error"].is_null(), "{start}");
+    }
+}
+
 fn main() {
     let scenarios: &[common::Scenario] = &[
         (
@@ -202,6 +387,22 @@ fn main() {
         (
             "a_killed_controller_leaves_a_checkable_history",
             a_killed_controller_leaves_a_checkable_history,
+        ),
+        (
+            "a_mistyped_package_is_refused_before_anything_starts",
+            a_mistyped_package_is_refused_before_anything_starts,
+        ),
+        (
+            "a_run_no_fault_reached_is_unknown",
+            a_run_no_fault_reached_is_unknown,
+        ),
+        (
+            "a_run_whose_fault_failed_to_start_is_unknown",
+            a_run_whose_fault_failed_to_start_is_unknown,
+        ),
+        (
+            "kills_reach_the_one_keeperd_server",
+            kills_reach_the_one_keeperd_server,
         ),
     ];
     TestCluster::new("strun", "10.241.10.0/24").run(

@@ -2,9 +2,15 @@
 //! feature `failpoints` (release builds leave it off) and switched on by
 //! the config line `failpoints=name,name`, so that tests can show the
 //! harness catches each one. Without the feature no failpoint exists and a
-//! config naming one is refused.
+//! config naming one is refused. The environment variable
+//! `KEEPERD_FAILPOINTS` (names separated by commas) switches failpoints on
+//! too, for a binary wrapped by a script.
 
+use std::path::Path;
 use std::sync::OnceLock;
+
+/// The environment variable naming failpoints to switch on, besides the config.
+pub const VARIABLE: &str = "KEEPERD_FAILPOINTS";
 
 /// A deliberate bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,15 +26,19 @@ pub enum Failpoint {
     /// A leader that lost its quorum never steps down, keeps answering
     /// clients and commits writes on its own.
     StaleLeaderWrites,
+    /// The data directory is emptied (but for `myid`) before every start:
+    /// the server comes back with zxid 0 and no znode.
+    ForgetOnStart,
 }
 
 impl Failpoint {
     /// Every failpoint.
-    pub const ALL: [Failpoint; 4] = [
+    pub const ALL: [Failpoint; 5] = [
         Failpoint::AckBeforeDurable,
         Failpoint::SkipTrunc,
         Failpoint::CommitBeforeQuorum,
         Failpoint::StaleLeaderWrites,
+        Failpoint::ForgetOnStart,
     ];
 
     /// Its name in the config.
@@ -38,14 +48,23 @@ impl Failpoint {
             Failpoint::SkipTrunc => "skip-trunc",
             Failpoint::CommitBeforeQuorum => "commit-before-quorum",
             Failpoint::StaleLeaderWrites => "stale-leader-writes",
+            Failpoint::ForgetOnStart => "forget-on-start",
         }
     }
 }
 
 static ACTIVE: OnceLock<Vec<Failpoint>> = OnceLock::new();
 
-/// Switches on the failpoints named in the config (once, at start).
+/// Switches on the failpoints named in the config or in [`VARIABLE`]
+/// (once, at start).
 pub fn configure(names: &[String]) -> Result<(), String> {
+    let from_env = std::env::var(VARIABLE).unwrap_or_default();
+    let names: Vec<String> = names
+        .iter()
+        .cloned()
+        .chain(from_env.split(',').map(|n| n.trim().to_string()))
+        .filter(|n| !n.is_empty())
+        .collect();
     if names.is_empty() {
         return Ok(());
     }
@@ -56,7 +75,7 @@ pub fn configure(names: &[String]) -> Result<(), String> {
         ));
     }
     let mut on = Vec::new();
-    for name in names {
+    for name in &names {
         let known = Failpoint::ALL.iter().find(|f| f.name() == name);
         match known {
             Some(f) => on.push(*f),
@@ -79,6 +98,41 @@ pub fn active(f: Failpoint) -> bool {
     cfg!(feature = "failpoints") && ACTIVE.get().is_some_and(|on| on.contains(&f))
 }
 
+/// Runs the failpoints due when the server starts, before it recovers from `data_dir`.
+pub fn at_start(data_dir: &Path) -> Result<(), String> {
+    if active(Failpoint::ForgetOnStart) {
+        forget(data_dir)?;
+        tracing::warn!(
+            "failpoint forget-on-start: emptied {}: every acknowledged write is lost",
+            data_dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Removes everything in `data_dir` but `myid` (an ensemble member keeps its identity).
+fn forget(data_dir: &Path) -> Result<(), String> {
+    let entries = match std::fs::read_dir(data_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", data_dir.display())),
+    };
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("{}: {e}", data_dir.display()))?
+            .path();
+        if path.file_name().is_some_and(|n| n == "myid") {
+            continue;
+        }
+        let removed = match path.is_dir() {
+            true => std::fs::remove_dir_all(&path),
+            false => std::fs::remove_file(&path),
+        };
+        removed.map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +147,20 @@ mod tests {
         } else {
             assert!(e.contains("without the `failpoints` feature"), "{e}");
         }
+    }
+
+    #[test]
+    fn forgetting_empties_the_data_directory_but_myid() {
+        let dir = std::env::temp_dir().join(format!("keeperd-failpoint-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("snapshots")).unwrap();
+        std::fs::write(dir.join("log.1"), b"txns").unwrap();
+        std::fs::write(dir.join("myid"), b"2").unwrap();
+        std::fs::write(dir.join("snapshots/snap.1"), b"tree").unwrap();
+        forget(&dir).unwrap();
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].file_name(), "myid");
+        forget(&dir.join("missing")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -62,6 +62,7 @@ pub fn main() {
 pub fn run(config_path: &Path) -> Result<(), String> {
     let config = Arc::new(config::Config::load(config_path)?);
     failpoint::configure(&config.failpoints)?;
+    failpoint::at_start(&config.data_dir)?;
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("{}: cannot create data dir: {e}", config.data_dir.display()))?;
     let ensemble = config.ensemble()?;

@@ -46,6 +46,15 @@ impl Call<'_> {
         self.completion.map_or(&NULL, |c| &c.value)
     }
 
+    /// The operation's value as Knossos reads it (`knossos.history/complete`): an ok
+    /// completion's (what a read returned, what a write says it wrote), else the invocation's.
+    pub fn value(&self) -> &serde_json::Value {
+        match self.outcome() {
+            Outcome::Ok => self.result(),
+            Outcome::Fail | Outcome::Info => &self.invoke.value,
+        }
+    }
+
     /// The data version the completion reported, if any.
     pub fn version(&self) -> Option<i32> {
         self.completion.and_then(|c| c.version)
@@ -54,6 +63,11 @@ impl Call<'_> {
     /// The operation's function name.
     pub fn f(&self) -> &str {
         &self.invoke.f
+    }
+
+    /// The error its completion recorded, if any (e.g. `no-node`).
+    pub fn error(&self) -> Option<&str> {
+        self.completion.and_then(|c| c.error.as_deref())
     }
 }
 

@@ -6,14 +6,13 @@
 //! the same worker. Plain scoped threads suffice for one parallel loop over independent jobs.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::anyhow;
 
 use super::calls::Call;
 use super::model::{Model, Prepared};
+use super::parallel;
 use super::result::{Counterexample, KeyResult, OpView, Validity};
 use super::search::{search, Limit, Limits, MemoryBudget, SearchOp, Verdict};
 use super::shrink::smallest_window;
@@ -108,33 +107,28 @@ fn run_parts<M: Model>(
     let search_limits = Limits {
         deadline: limits.deadline,
         memory: &budget,
+        steps: None,
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = if limits.threads == 0 {
         cores
     } else {
         limits.threads
+    };
+    parallel::map(parts, threads, |part| {
+        check_part(model, calls, part, &search_limits, limits.shrink)
+    })
+}
+
+/// The part without the indefinite operations no linearization needs ([`Model::needless`]).
+fn without_needless<'a, M: Model>(model: &M, part: &Part<'a, M::Op>) -> Part<'a, M::Op> {
+    let needless = model.needless(&part.ops);
+    let kept = (0..part.ops.len()).filter(|&i| !needless[i]);
+    Part {
+        key: part.key,
+        ops: kept.clone().map(|i| part.ops[i].clone()).collect(),
+        origin: kept.map(|i| part.origin[i]).collect(),
     }
-    .clamp(1, parts.len().max(1));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<PartResult>>> =
-        Mutex::new((0..parts.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(part) = parts.get(i) else { break };
-                let result = check_part(model, calls, part, &search_limits, limits.shrink);
-                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
-            });
-        }
-    });
-    results
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .map(|r| r.expect("every part was checked"))
-        .collect()
 }
 
 fn check_part<M: Model>(
@@ -144,6 +138,7 @@ fn check_part<M: Model>(
     limits: &Limits<'_>,
     shrink: bool,
 ) -> PartResult {
+    let part = &without_needless(model, part);
     let stuck = match search(model, &part.ops, model.init(), limits) {
         Verdict::Linearizable => {
             return PartResult {
@@ -156,6 +151,7 @@ fn check_part<M: Model>(
             let reason = match limit {
                 Limit::Time => "time limit hit before a verdict",
                 Limit::Memory => "memory limit hit before a verdict",
+                Limit::Steps => unreachable!("the whole part's search has no step budget"),
             };
             return PartResult {
                 valid: Validity::Unknown,

@@ -6,33 +6,45 @@ use std::time::{Duration, Instant};
 
 use super::calls::{self, Outcome};
 use super::engine::{check_keys, RunLimits};
-use super::models::{FailedCas, FencedMutex, Mutex, Register, VersionedRegister};
+use super::models::{
+    FailedCas, FencedMutex, FifoQueue, MultiRegister, Mutex, NilRead, Register, UnorderedQueue,
+    VersionedRegister,
+};
 use super::result::{CheckResult, Counts, Validity};
 use crate::history::{Op, OpType, Process};
 
 /// The models `--model` accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelKind {
-    /// Read and write of integers or nil.
+    /// Read and write of integers or nil (Knossos's register).
     Register,
     /// Read, write and cas `[old, new]` by value (Knossos's cas-register).
     CasRegister,
+    /// Transactions of reads and writes over registers named by keys (Knossos's).
+    MultiRegister,
     /// ZooKeeper's data node: values with data versions, cas by version.
     VersionedRegister,
-    /// Acquire and release.
+    /// Acquire and release (Knossos's mutex).
     Mutex,
     /// Acquire (returning a strictly growing token) and release.
     FencedMutex,
+    /// Enqueue and dequeue, oldest first (Knossos's fifo-queue).
+    FifoQueue,
+    /// Enqueue and dequeue in any order (Knossos's unordered-queue).
+    UnorderedQueue,
 }
 
 impl ModelKind {
     /// Every model, in the order `--help` lists them.
-    pub const ALL: [ModelKind; 5] = [
+    pub const ALL: [ModelKind; 8] = [
         ModelKind::Register,
         ModelKind::CasRegister,
+        ModelKind::MultiRegister,
         ModelKind::VersionedRegister,
         ModelKind::Mutex,
         ModelKind::FencedMutex,
+        ModelKind::FifoQueue,
+        ModelKind::UnorderedQueue,
     ];
 
     /// The name on the command line.
@@ -40,9 +52,12 @@ impl ModelKind {
         match self {
             ModelKind::Register => "register",
             ModelKind::CasRegister => "cas-register",
+            ModelKind::MultiRegister => "multi-register",
             ModelKind::VersionedRegister => "versioned-register",
             ModelKind::Mutex => "mutex",
             ModelKind::FencedMutex => "fenced-mutex",
+            ModelKind::FifoQueue => "fifo-queue",
+            ModelKind::UnorderedQueue => "unordered-queue",
         }
     }
 }
@@ -68,6 +83,8 @@ pub struct CheckOptions {
     pub model: ModelKind,
     /// What a failed cas tells.
     pub failed_cas: FailedCas,
+    /// What a read that returned nil tells (register, cas-register, multi-register).
+    pub nil_read: NilRead,
     /// The register's initial value (nil by default).
     pub initial: Option<i64>,
     /// Give up with `unknown` after this long.
@@ -85,6 +102,7 @@ impl Default for CheckOptions {
         CheckOptions {
             model: ModelKind::VersionedRegister,
             failed_cas: FailedCas::Ignore,
+            nil_read: NilRead::Value,
             initial: None,
             time_limit: Some(Duration::from_secs(60)),
             memory_limit: 4 << 30,
@@ -108,9 +126,18 @@ pub fn check_history(ops: &[Op], opts: &CheckOptions) -> anyhow::Result<CheckRes
         shrink: opts.shrink,
     };
     let keys = match opts.model {
-        ModelKind::Register => check_keys(&Register::plain(opts.initial), &calls, &limits)?,
+        ModelKind::Register => check_keys(
+            &Register::plain(opts.initial, opts.nil_read),
+            &calls,
+            &limits,
+        )?,
         ModelKind::CasRegister => check_keys(
-            &Register::with_cas(opts.initial, opts.failed_cas),
+            &Register::with_cas(opts.initial, opts.failed_cas, opts.nil_read),
+            &calls,
+            &limits,
+        )?,
+        ModelKind::MultiRegister => check_keys(
+            &MultiRegister::new(opts.initial, opts.nil_read),
             &calls,
             &limits,
         )?,
@@ -121,6 +148,8 @@ pub fn check_history(ops: &[Op], opts: &CheckOptions) -> anyhow::Result<CheckRes
         )?,
         ModelKind::Mutex => check_keys(&Mutex, &calls, &limits)?,
         ModelKind::FencedMutex => check_keys(&FencedMutex, &calls, &limits)?,
+        ModelKind::FifoQueue => check_keys(&FifoQueue, &calls, &limits)?,
+        ModelKind::UnorderedQueue => check_keys(&UnorderedQueue, &calls, &limits)?,
     };
     let valid = keys.values().fold(Validity::Valid, |v, k| v.and(k.valid));
     Ok(CheckResult {

@@ -13,12 +13,17 @@ pub mod calls;
 mod differential_tests;
 pub mod election;
 pub mod engine;
+pub mod exposure;
 pub mod formats;
 pub mod linearizability;
 pub mod liveness;
+pub mod lost;
 pub mod model;
 pub mod models;
 pub mod mutex_overlap;
+#[cfg(test)]
+mod no_node_tests;
+pub mod parallel;
 pub mod queue;
 pub mod result;
 pub mod search;

@@ -6,6 +6,7 @@ use std::hash::Hash;
 use serde::Serialize;
 
 use super::calls::Call;
+use super::search::SearchOp;
 
 /// How a model reads one client operation of the history.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +43,13 @@ pub trait Model: Sync {
     /// Applies `op` to `state`: the next state, or `None` when `op` cannot happen in `state`.
     fn step(&self, state: &Self::State, op: &Self::Op) -> Option<Self::State>;
 
+    /// Whether `op` only observes: in every state it can be applied in, it leaves the state
+    /// as it was (from a state standing for "anything", it may only fix what it saw). The
+    /// search takes such an operation as soon as it fits the current state unchanged.
+    fn is_observation(&self, _op: &Self::Op) -> bool {
+        false
+    }
+
     /// Whether `op` is a blind update: defined in every state, and leading to a state that
     /// does not depend on the state it was applied to (a plain write). The search then never
     /// lets an indefinite operation right before it: dropping that one gives the same state.
@@ -59,6 +67,21 @@ pub trait Model: Sync {
     /// progress is past the bound of an operation still to linearize is a dead end.
     fn progress_bound(&self, _op: &Self::Op) -> Option<i64> {
         None
+    }
+
+    /// Whether the states reachable from the initial one by the history's operations, each
+    /// applied any number of times, are finitely many (a register's values, a lock's two
+    /// states; not a data version that counts writes). Then the relaxed search may let a
+    /// crashed operation happen again and again without counting (see [`super::search`]).
+    fn finitely_many_states(&self) -> bool {
+        false
+    }
+
+    /// Which indefinite operations of `ops` no linearization needs, by position: a history is
+    /// linearizable with them exactly when it is without them (they never happened). None
+    /// by default.
+    fn needless(&self, ops: &[SearchOp<Self::Op>]) -> Vec<bool> {
+        vec![false; ops.len()]
     }
 
     /// A partition of a key's operations beyond keys: operations in different parts never

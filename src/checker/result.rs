@@ -217,6 +217,17 @@ impl CheckResult {
             .collect()
     }
 
+    /// Indices of the history entries (invocations and completions) of every counterexample
+    /// window, for a timeline to outline.
+    pub fn marked_ops(&self) -> Vec<u64> {
+        self.keys
+            .values()
+            .filter_map(|k| k.counterexample.as_ref())
+            .flat_map(|cx| cx.window.iter())
+            .flat_map(|op| std::iter::once(op.index).chain(op.completed))
+            .collect()
+    }
+
     /// The one-line verdict printed last.
     pub fn verdict_line(&self) -> String {
         let checked = format!(

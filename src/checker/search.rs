@@ -7,13 +7,23 @@
 //! own links, so undoing in stack order relinks them). Definite candidates are tried before
 //! indefinite ones, so that configurations using fewer `info` operations are visited first and
 //! cover the others in the [`Cache`]. Two reductions keep indefinite operations from multiplying
-//! the configurations without losing any linearization: of several equal indefinite operations
-//! that could go next only the one invoked last is tried (swapping equal operations changes
-//! nothing, and the earlier one stays available longer), and no indefinite operation goes right
-//! before a blind write (dropping it gives the same state). When the model has a measure of
-//! progress that never decreases (a data version), a state past the bound of an operation still
-//! to linearize is a dead end at once. The search succeeds once every definite operation is
-//! linearized: the indefinite ones left never happened.
+//! the configurations without losing any linearization: equal indefinite operations are used
+//! in invocation order (once both can be linearized they stay interchangeable for good, since
+//! neither returns; so the used ones of each kind are always its earliest, and the cache's
+//! subset test compares how many of each kind were used), and no indefinite operation goes
+//! right before a blind write (dropping it gives the same state). When the model has a measure
+//! of progress that never decreases (a data version), a state past the bound of an operation
+//! still to linearize is a dead end at once. The search succeeds once every definite operation
+//! is linearized: the indefinite ones left never happened.
+//!
+//! Crashed operations still multiply the configurations: which of them were used up matters.
+//! So a history with indefinite operations is first searched *relaxed*: an indefinite
+//! operation may happen again and again (when the model has finitely many states; otherwise
+//! as long as no more of them happened in all than had been invoked, so that the search ends).
+//! Every linearization is a relaxed one, so a relaxed violation is a violation; and the relaxed
+//! configurations record at most how many were used, not which. A relaxed linearization that
+//! can give each use its own operation is a linearization. Only when neither settles it does
+//! the exact search run.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
@@ -69,6 +79,8 @@ pub struct Limits<'a> {
     pub deadline: Option<Instant>,
     /// Give up when the caches of all searches would hold more than this.
     pub memory: &'a MemoryBudget,
+    /// Give up after this many steps of one search run, if set.
+    pub steps: Option<u64>,
 }
 
 /// Which limit stopped a search.
@@ -78,6 +90,8 @@ pub enum Limit {
     Time,
     /// The memory limit.
     Memory,
+    /// The step budget.
+    Steps,
 }
 
 /// Where a failed search got furthest.
@@ -90,6 +104,12 @@ pub struct Stuck<S> {
     /// The definite operation whose completion could not be passed: nothing left could be
     /// linearized before it.
     pub blocked: usize,
+    /// A history position at which the history can be cut (operations invoked up to it kept,
+    /// those still open then made indefinite) and still fail: the latest completion some
+    /// configuration could not get past, or that of an operation whose bound made a
+    /// configuration a dead end. A prefix cut earlier is passed by whatever got past its last
+    /// completion, unless a bound pruned that: so without bounds this is the shortest prefix.
+    pub furthest: usize,
 }
 
 /// The outcome of a search.
@@ -111,19 +131,96 @@ struct Frame<S> {
     /// For an indefinite op, the first pending return at its configuration.
     limit: usize,
     blocker: u32,
+    /// Whether this op was the only move tried from the configuration before it.
+    eager: bool,
 }
 
-/// Searches for a linearization of `ops` starting from `init`.
+/// Steps the exact search may take to find a partial linearization to show, once the relaxed
+/// search proved a violation.
+const SHOW_STEPS: u64 = 1 << 18;
+
+/// Searches for a linearization of `ops` starting from `init`: relaxed first when there are
+/// indefinite operations, then exact if that did not settle it (see the module documentation).
 pub fn search<M: Model>(
     model: &M,
     ops: &[SearchOp<M::Op>],
     init: M::State,
     limits: &Limits<'_>,
 ) -> Verdict<M::State> {
-    let mut s = Search::new(ops);
-    let verdict = s.run(model, ops, init, limits);
+    if ops.iter().all(|o| o.ret.is_some()) {
+        return run(model, ops, init, limits, Mode::Exact).verdict();
+    }
+    let relaxed = match model.finitely_many_states() {
+        true => Mode::Reused,
+        false => Mode::Counted,
+    };
+    match run(model, ops, init.clone(), limits, relaxed) {
+        Run::Done(Verdict::Violation(relaxed)) => {
+            // An exact partial linearization to show; the relaxed one may use an op twice.
+            let show = Limits {
+                steps: Some(limits.steps.map_or(SHOW_STEPS, |s| s.min(SHOW_STEPS))),
+                ..*limits
+            };
+            match run(model, ops, init, &show, Mode::Exact) {
+                Run::Done(Verdict::Violation(stuck)) => Verdict::Violation(stuck),
+                Run::OutOfSteps(Some(stuck)) => Verdict::Violation(Stuck {
+                    furthest: relaxed.furthest,
+                    ..stuck
+                }),
+                Run::Done(Verdict::Linearizable) => {
+                    debug_assert!(false, "a relaxed violation is a violation");
+                    Verdict::Linearizable
+                }
+                _ => Verdict::Violation(relaxed),
+            }
+        }
+        Run::RelaxedOnly => run(model, ops, init, limits, Mode::Exact).verdict(),
+        other => other.verdict(),
+    }
+}
+
+/// How indefinite operations are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Each at most once.
+    Exact,
+    /// Relaxed: any one any number of times, no more uses in all than ops invoked.
+    Counted,
+    /// Relaxed: any one any number of times (for models with finitely many states).
+    Reused,
+}
+
+/// How one run of the search ended.
+pub(super) enum Run<S> {
+    Done(Verdict<S>),
+    /// The step budget ran out; where it got furthest so far, if it ever got stuck.
+    OutOfSteps(Option<Stuck<S>>),
+    /// A relaxed linearization was found that uses some indefinite op too often.
+    RelaxedOnly,
+}
+
+impl<S> Run<S> {
+    fn verdict(self) -> Verdict<S> {
+        match self {
+            Run::Done(v) => v,
+            Run::OutOfSteps(_) => Verdict::Unknown(Limit::Steps),
+            Run::RelaxedOnly => unreachable!("only a relaxed run ends relaxed-only"),
+        }
+    }
+}
+
+/// One run of the search in `mode`.
+pub(super) fn run<M: Model>(
+    model: &M,
+    ops: &[SearchOp<M::Op>],
+    init: M::State,
+    limits: &Limits<'_>,
+    mode: Mode,
+) -> Run<M::State> {
+    let mut s = Search::new(ops, mode);
+    let outcome = s.run(model, ops, init, limits);
     limits.memory.release(s.reserved);
-    verdict
+    outcome
 }
 
 struct Search<S> {
@@ -134,8 +231,15 @@ struct Search<S> {
     entry_pos: Vec<usize>,
     inext: Vec<u32>,
     iprev: Vec<u32>,
-    /// For each indefinite op, the next one (by invocation) that is the same operation.
+    /// For each indefinite op, the previous one (by invocation) that is the same operation.
     twin: Vec<u32>,
+    /// Invocation positions of the indefinite ops, in order.
+    icalls: Vec<usize>,
+    mode: Mode,
+    /// Relaxed: uses of indefinite ops on the current path.
+    used: usize,
+    /// See [`Stuck::furthest`].
+    furthest: usize,
     zobrist: Vec<u64>,
     /// Definite ops with a progress bound, by bound: (bound, op); `first` skips linearized ones.
     bounds: Vec<(i64, u32)>,
@@ -148,7 +252,7 @@ struct Search<S> {
 }
 
 impl<S: Clone + Eq + Hash> Search<S> {
-    fn new<O: Eq + Hash>(ops: &[SearchOp<O>]) -> Search<S> {
+    fn new<O: Eq + Hash>(ops: &[SearchOp<O>], mode: Mode) -> Search<S> {
         let definite: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].ret.is_some()).collect();
         let mut indefinite: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].ret.is_none()).collect();
         indefinite.sort_by_key(|&i| ops[i].call);
@@ -165,16 +269,20 @@ impl<S: Clone + Eq + Hash> Search<S> {
         for &(pos, e) in &events {
             entry_pos[e as usize] = pos;
         }
-        let (inext, iprev) = chain(0..indefinite.len() as u32, indefinite.len());
         let mut twin = vec![NIL; indefinite.len()];
         let mut latest: HashMap<&O, u32> = HashMap::new();
-        for j in (0..indefinite.len()).rev() {
-            if let Some(later) = latest.insert(&ops[indefinite[j]].op, j as u32) {
-                twin[j] = later;
+        for j in 0..indefinite.len() {
+            if let Some(earlier) = latest.insert(&ops[indefinite[j]].op, j as u32) {
+                twin[j] = earlier;
             }
         }
+        // Relaxed, only the first op of each kind is ever used: only those are listed.
+        let listed = (0..indefinite.len() as u32)
+            .filter(|&j| mode == Mode::Exact || twin[j as usize] == NIL);
+        let (inext, iprev) = chain(listed, indefinite.len());
         let definite_words = n.div_ceil(64);
         let words = definite_words + indefinite.len().div_ceil(64);
+        let icalls = indefinite.iter().map(|&i| ops[i].call).collect();
         let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
         let zobrist = (0..n).map(|_| splitmix(&mut seed)).collect();
         Search {
@@ -186,6 +294,10 @@ impl<S: Clone + Eq + Hash> Search<S> {
             inext,
             iprev,
             twin,
+            icalls,
+            mode,
+            used: 0,
+            furthest: 0,
             zobrist,
             bounds: Vec::new(),
             bound_rank: Vec::new(),
@@ -203,10 +315,10 @@ impl<S: Clone + Eq + Hash> Search<S> {
         ops: &[SearchOp<M::Op>],
         init: S,
         limits: &Limits<'_>,
-    ) -> Verdict<S> {
+    ) -> Run<S> {
         let n = self.definite.len();
         if n == 0 {
-            return Verdict::Linearizable;
+            return Run::Done(Verdict::Linearizable);
         }
         self.bounds = (0..n)
             .filter_map(|k| {
@@ -220,7 +332,6 @@ impl<S: Clone + Eq + Hash> Search<S> {
         for (rank, &(_, k)) in self.bounds.iter().enumerate() {
             self.bound_rank[k as usize] = rank as u32;
         }
-        let head = 2 * n as u32;
         let ihead = self.indefinite.len() as u32;
         let hasher = hashbrown::DefaultHashBuilder::default();
         let mut state = init;
@@ -229,8 +340,9 @@ impl<S: Clone + Eq + Hash> Search<S> {
         let mut remaining = n;
         let mut best: Option<Stuck<S>> = None;
         let mut best_done = 0usize;
-        // The cursor: an entry of the definite list, or (`in_info`) of the indefinite list.
-        let mut cursor = self.next[head as usize];
+        // The cursor: an entry of the definite list, or (`in_info`) of the indefinite list;
+        // `eager` when the definite entry at the cursor is the configuration's only move.
+        let (mut cursor, mut eager) = self.first_move(model, ops, &state);
         let mut in_info = false;
         let mut limit = 0usize;
         let mut blocker = NIL;
@@ -239,7 +351,10 @@ impl<S: Clone + Eq + Hash> Search<S> {
             steps += 1;
             if steps & 0x3FF == 0 {
                 if let Some(hit) = self.over_limit(limits) {
-                    return Verdict::Unknown(hit);
+                    return Run::Done(Verdict::Unknown(hit));
+                }
+                if limits.steps.is_some_and(|m| steps > m) {
+                    return Run::OutOfSteps(best);
                 }
             }
             if !in_info {
@@ -275,17 +390,28 @@ impl<S: Clone + Eq + Hash> Search<S> {
                             prev,
                             limit: 0,
                             blocker: NIL,
+                            eager,
                         });
                         self.lift(k);
                         zob = z;
                         remaining -= 1;
                         if remaining == 0 {
-                            return Verdict::Linearizable;
+                            if self.mode != Mode::Exact && !self.each_used_once(ops, &stack) {
+                                return Run::RelaxedOnly;
+                            }
+                            return Run::Done(Verdict::Linearizable);
                         }
-                        cursor = self.next[head as usize];
+                        (cursor, eager) = self.first_move(model, ops, &state);
                         continue;
                     }
                     self.clear_definite(k);
+                }
+                if eager {
+                    // The only move led to a configuration already searched: nothing left.
+                    eager = false;
+                    in_info = true;
+                    cursor = NIL;
+                    continue;
                 }
                 cursor = self.next[e as usize];
                 continue;
@@ -296,7 +422,8 @@ impl<S: Clone + Eq + Hash> Search<S> {
                 let op = &ops[self.indefinite[ju]].op;
                 let after_indefinite = stack.last().is_some_and(|f| f.indefinite);
                 if (after_indefinite && model.is_blind(op))
-                    || self.later_twin_eligible(ops, ju, limit)
+                    || self.earlier_twin_unused(ju)
+                    || !self.room_for_another(limit)
                 {
                     cursor = self.inext[ju];
                     continue;
@@ -305,8 +432,15 @@ impl<S: Clone + Eq + Hash> Search<S> {
                     .step(&state, op)
                     .filter(|ns| !self.past_a_bound(model.progress(ns)));
                 if let Some(next_state) = next_state {
-                    let word = self.definite_words + ju / 64;
-                    self.bits[word] |= 1 << (ju % 64);
+                    // Exact: the op's own bit; counted: one more bit of the count of uses.
+                    let bit = match self.mode {
+                        Mode::Exact => Some(ju),
+                        Mode::Counted => Some(self.used),
+                        Mode::Reused => None,
+                    };
+                    if let Some(b) = bit {
+                        self.bits[self.definite_words + b / 64] |= 1 << (b % 64);
+                    }
                     let hash = zob ^ hasher.hash_one(&next_state).rotate_left(17);
                     if self.cache.visit(hash, &self.bits, &next_state) {
                         let prev = std::mem::replace(&mut state, next_state);
@@ -316,18 +450,25 @@ impl<S: Clone + Eq + Hash> Search<S> {
                             prev,
                             limit,
                             blocker,
+                            eager: false,
                         });
-                        self.lift_indefinite(ju);
+                        match self.mode {
+                            Mode::Exact => self.lift_indefinite(ju),
+                            Mode::Counted | Mode::Reused => self.used += 1,
+                        }
                         in_info = false;
-                        cursor = self.next[head as usize];
+                        (cursor, eager) = self.first_move(model, ops, &state);
                         continue;
                     }
-                    self.bits[word] &= !(1 << (ju % 64));
+                    if let Some(b) = bit {
+                        self.bits[self.definite_words + b / 64] &= !(1 << (b % 64));
+                    }
                 }
                 cursor = self.inext[ju];
                 continue;
             }
             // Every candidate of this configuration failed: note how far it got, then backtrack.
+            self.furthest = self.furthest.max(limit);
             let done = n - remaining;
             if best.is_none() || done > best_done {
                 best_done = done;
@@ -335,18 +476,32 @@ impl<S: Clone + Eq + Hash> Search<S> {
                     linearized: stack.iter().map(|f| self.op_index(f)).collect(),
                     state: state.clone(),
                     blocked: self.definite[blocker as usize],
+                    furthest: 0,
                 });
             }
             let Some(frame) = stack.pop() else {
-                return Verdict::Violation(
-                    best.expect("a failed search records where it got stuck"),
-                );
+                let best = best.expect("a failed search records where it got stuck");
+                return Run::Done(Verdict::Violation(Stuck {
+                    furthest: self.furthest,
+                    ..best
+                }));
             };
             state = frame.prev;
             let u = frame.op as usize;
             if frame.indefinite {
-                self.unlift_indefinite(u);
-                self.bits[self.definite_words + u / 64] &= !(1 << (u % 64));
+                let bit = match self.mode {
+                    Mode::Exact => {
+                        self.unlift_indefinite(u);
+                        u
+                    }
+                    Mode::Counted | Mode::Reused => {
+                        self.used -= 1;
+                        self.used
+                    }
+                };
+                if self.mode != Mode::Reused {
+                    self.bits[self.definite_words + bit / 64] &= !(1 << (bit % 64));
+                }
                 limit = frame.limit;
                 blocker = frame.blocker;
                 cursor = self.inext[u];
@@ -355,10 +510,39 @@ impl<S: Clone + Eq + Hash> Search<S> {
                 self.clear_definite(u);
                 zob ^= self.zobrist[u];
                 remaining += 1;
-                in_info = false;
-                cursor = self.next[2 * u];
+                if frame.eager {
+                    // It was the configuration's only move: that configuration is done too.
+                    in_info = true;
+                    cursor = NIL;
+                } else {
+                    in_info = false;
+                    cursor = self.next[2 * u];
+                }
             }
         }
+    }
+
+    /// Where the search of a new configuration in `state` starts: a definite observation that
+    /// leaves `state` as it is, if one can go next, as the only move (with `true`); else the
+    /// first entry. Taking such an op at once loses nothing: in any way to go on, moving it to
+    /// the front keeps every state (it changes none) and every real-time order (whatever it
+    /// passes is still pending, so returns after it was invoked).
+    fn first_move<M: Model<State = S>>(
+        &self,
+        model: &M,
+        ops: &[SearchOp<M::Op>],
+        state: &S,
+    ) -> (u32, bool) {
+        let first = self.next[2 * self.definite.len()];
+        let mut e = first;
+        while e != NIL && e & 1 == 0 {
+            let op = &ops[self.definite[(e / 2) as usize]].op;
+            if model.is_observation(op) && model.step(state, op).as_ref() == Some(state) {
+                return (e, true);
+            }
+            e = self.next[e as usize];
+        }
+        (first, false)
     }
 
     /// Marks definite op `k` as not linearized.
@@ -368,7 +552,7 @@ impl<S: Clone + Eq + Hash> Search<S> {
     }
 
     /// Whether `progress` is past the bound of a definite op not yet linearized: a dead end,
-    /// since progress never decreases.
+    /// since progress never decreases. That op's completion counts towards `furthest`.
     fn past_a_bound(&mut self, progress: Option<i64>) -> bool {
         let Some(progress) = progress else {
             return false;
@@ -376,26 +560,57 @@ impl<S: Clone + Eq + Hash> Search<S> {
         while let Some(&(bound, k)) = self.bounds.get(self.first) {
             let k = k as usize;
             if self.bits[k / 64] & (1 << (k % 64)) == 0 {
-                return progress > bound;
+                if progress <= bound {
+                    return false;
+                }
+                self.furthest = self.furthest.max(self.entry_pos[2 * k + 1]);
+                return true;
             }
             self.first += 1;
         }
         false
     }
 
-    /// Whether an unused indefinite op equal to `j` but invoked later can be linearized now:
-    /// then that one is used instead, keeping `j`, available for longer, for later.
-    fn later_twin_eligible<O>(&self, ops: &[SearchOp<O>], j: usize, limit: usize) -> bool {
-        let mut k = self.twin[j];
-        while k != NIL {
-            let ku = k as usize;
-            let used = self.bits[self.definite_words + ku / 64] & (1 << (ku % 64)) != 0;
-            if !used {
-                return ops[self.indefinite[ku]].call < limit;
-            }
-            k = self.twin[ku];
+    /// Whether an indefinite op equal to `j` but invoked earlier is still unused (exact), or
+    /// exists at all (relaxed): then that one goes instead.
+    fn earlier_twin_unused(&self, j: usize) -> bool {
+        let k = self.twin[j];
+        if k == NIL {
+            return false;
         }
-        false
+        let ku = k as usize;
+        self.mode != Mode::Exact || self.bits[self.definite_words + ku / 64] & (1 << (ku % 64)) == 0
+    }
+
+    /// Whether the relaxed linearization on `stack` can give each of its uses of an indefinite
+    /// op a distinct op of that kind invoked before the use. The uses' limits never decrease
+    /// along the stack, so the ops eligible for each kind only grow and taking them in order
+    /// succeeds exactly when every use finds enough eligible ones.
+    fn each_used_once<O>(&self, ops: &[SearchOp<O>], stack: &[Frame<S>]) -> bool {
+        let mut first = vec![NIL; self.twin.len()];
+        for j in 0..self.twin.len() {
+            first[j] = match self.twin[j] {
+                NIL => j as u32,
+                earlier => first[earlier as usize],
+            };
+        }
+        let mut used: HashMap<u32, usize> = HashMap::new();
+        for f in stack.iter().filter(|f| f.indefinite) {
+            let n = used.entry(f.op).or_insert(0);
+            *n += 1;
+            let eligible = (0..self.twin.len())
+                .filter(|&j| first[j] == f.op && ops[self.indefinite[j]].call < f.limit)
+                .count();
+            if eligible < *n {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Counted: whether fewer indefinite ops were used than had been invoked before `limit`.
+    fn room_for_another(&self, limit: usize) -> bool {
+        self.mode != Mode::Counted || self.used < self.icalls.partition_point(|&c| c < limit)
     }
 
     fn op_index(&self, f: &Frame<S>) -> usize {

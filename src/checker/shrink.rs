@@ -1,13 +1,18 @@
 //! Shrinks a non-linearizable history to the smallest window that shows it.
 //!
-//! First the shortest failing prefix: the operations invoked up to some completion, those
-//! still open then taken as indefinite (a prefix failing implies the whole history fails).
-//! Then, when the model has a state standing for "anything", the latest start: the window of
-//! that prefix's operations invoked from some position on that fails from any state. Every
-//! window reported was itself searched and failed; a search cut by a limit counts as passing.
+//! First the shortest failing prefix: the operations invoked up to the completion the search
+//! could not get past ([`Stuck::furthest`]), those still open then taken as indefinite (a
+//! prefix failing implies the whole history fails). Then, when the model has a state standing
+//! for "anything", the latest start: the window of that prefix's operations invoked from some
+//! position on that fails from any state. Every window reported was itself searched and
+//! failed; a window search that runs out of its step budget counts as passing, so shrinking
+//! never costs more than a few budgets.
 
 use super::model::Model;
 use super::search::{search, Limits, SearchOp, Stuck, Verdict};
+
+/// Steps each window search of the latest-start stage may take.
+const WINDOW_STEPS: u64 = 1 << 18;
 
 /// A failing window of a searched history.
 #[derive(Debug, Clone)]
@@ -27,38 +32,22 @@ pub fn smallest_window<M: Model>(
     stuck: Stuck<M::State>,
     limits: &Limits<'_>,
 ) -> Window<M::State> {
-    let mut ends: Vec<usize> = ops.iter().filter_map(|o| o.ret).collect();
-    ends.sort_unstable();
-    let all: Vec<usize> = by_call(ops, 0..ops.len());
+    let end = stuck.furthest;
+    let prefix = by_call(ops, (0..ops.len()).filter(|&i| ops[i].call <= end));
     let mut best = Window {
-        ops: all,
+        ops: prefix.clone(),
         from_any_state: false,
         stuck,
     };
-    let (mut lo, mut hi) = (0, ends.len().saturating_sub(1));
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        let prefix = by_call(ops, (0..ops.len()).filter(|&i| ops[i].call <= ends[mid]));
-        match fails(model, ops, &prefix, ends[mid], model.init(), limits) {
-            Some(stuck) => {
-                hi = mid;
-                best = Window {
-                    ops: prefix,
-                    from_any_state: false,
-                    stuck,
-                };
-            }
-            None => lo = mid + 1,
-        }
-    }
-    let end = ends.get(hi).copied().unwrap_or(usize::MAX);
-    let prefix = by_call(ops, (0..ops.len()).filter(|&i| ops[i].call <= end));
-    best.ops.clone_from(&prefix);
     let Some(any) = model.any_state() else {
         return best;
     };
+    let limits = Limits {
+        steps: Some(WINDOW_STEPS),
+        ..*limits
+    };
     let window_from = |first: usize| prefix[first..].to_vec();
-    let Some(stuck) = fails(model, ops, &prefix, end, any.clone(), limits) else {
+    let Some(stuck) = fails(model, ops, &prefix, end, any.clone(), &limits) else {
         return best;
     };
     best = Window {
@@ -70,7 +59,7 @@ pub fn smallest_window<M: Model>(
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
         let window = window_from(mid);
-        match fails(model, ops, &window, end, any.clone(), limits) {
+        match fails(model, ops, &window, end, any.clone(), &limits) {
             Some(stuck) => {
                 lo = mid;
                 best = Window {
@@ -114,6 +103,7 @@ fn fails<M: Model>(
             linearized: s.linearized.iter().map(|&i| chosen[i]).collect(),
             state: s.state,
             blocked: chosen[s.blocked],
+            furthest: s.furthest,
         }),
         Verdict::Linearizable | Verdict::Unknown(_) => None,
     }

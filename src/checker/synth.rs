@@ -10,6 +10,8 @@
 //! [`corrupt_one_read`] makes an invalid twin. Histories follow stampede's register
 //! conventions (see `history`), with zxids, so any checker of them can use this generator.
 
+use std::collections::HashMap;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -263,6 +265,71 @@ pub fn corrupt_one_read(ops: &mut [Op], seed: u64) -> Option<usize> {
     }
     let at = reads[StdRng::seed_from_u64(seed).gen_range(0..reads.len())];
     ops[at].value = json!(-1);
+    Some(at)
+}
+
+/// Makes one `ok` read (chosen by `seed`) stale: it returns what an earlier `ok` write or cas
+/// `w1` of its key wrote (with `w1`'s version), although another `ok` write or cas `w2` of that
+/// key, invoked after `w1` completed, completed before the read was invoked. With unique values
+/// (`value_range: None`) nothing else can have written that value again, so the history is
+/// not linearizable. Returns the index of the read, or `None` when no read has such a pair.
+pub fn make_one_read_stale(ops: &mut [Op], seed: u64) -> Option<usize> {
+    /// A completed `ok` write or cas.
+    struct Update {
+        invoked: usize,
+        completed: usize,
+        value: Value,
+        version: Option<i32>,
+    }
+    let mut invoked_at: HashMap<u64, usize> = HashMap::new();
+    let mut updates: HashMap<Option<&str>, Vec<Update>> = HashMap::new();
+    // Reads with a stale value available: (read completion, value, version).
+    let mut candidates: Vec<(usize, Value, Option<i32>)> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let Process::Client(p) = op.process else {
+            continue;
+        };
+        if op.kind == OpType::Invoke {
+            invoked_at.insert(p, i);
+            continue;
+        }
+        if op.kind != OpType::Ok {
+            continue;
+        }
+        let invoked = invoked_at[&p];
+        let updates = updates.entry(op.key.as_deref()).or_default();
+        let written = match op.f.as_str() {
+            "write" => op.value.clone(),
+            "cas" => op.value[1].clone(),
+            _ => {
+                let before = updates.iter().filter(|u| u.completed < invoked);
+                let Some(w2) = before.clone().max_by_key(|u| u.completed) else {
+                    continue;
+                };
+                let stale = before
+                    .filter(|w1| w1.completed < w2.invoked)
+                    .filter(|w1| w1.value != op.value && w1.value != w2.value)
+                    .max_by_key(|w1| w1.completed);
+                if let Some(w1) = stale {
+                    candidates.push((i, w1.value.clone(), w1.version));
+                }
+                continue;
+            }
+        };
+        updates.push(Update {
+            invoked,
+            completed: i,
+            value: written,
+            version: op.version,
+        });
+    }
+    if candidates.is_empty() {
+        return None;
+    }
+    let (at, value, version) =
+        candidates.swap_remove(StdRng::seed_from_u64(seed).gen_range(0..candidates.len()));
+    ops[at].value = value;
+    ops[at].version = version;
     Some(at)
 }
 

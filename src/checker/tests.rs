@@ -11,9 +11,9 @@ use super::formats::jsonl;
 use super::model::{Model, Prepared};
 use super::models::register::RegisterOp;
 use super::models::FailedCas;
-use super::models::{Known, Register};
+use super::models::{Known, NilRead, Register};
 use super::result::Validity;
-use super::synth::{corrupt_one_read, generate, Flavor, SynthConfig};
+use super::synth::{corrupt_one_read, generate, make_one_read_stale, Flavor, SynthConfig};
 use super::testing::{history, Line};
 use super::{check_history, CheckOptions, ModelKind};
 use crate::history::Op;
@@ -337,8 +337,13 @@ proptest! {
         let o = CheckOptions { failed_cas, ..opts(model) };
         let mut h = generate(&cfg);
         prop_assert_eq!(verdict(&h, &o), Validity::Valid);
+        let mut stale = h.clone();
         if corrupt_one_read(&mut h, seed).is_some() {
             prop_assert_eq!(verdict(&h, &o), Validity::Invalid);
+        }
+        // With unique values, a read of an overwritten value cannot be explained.
+        if unique && make_one_read_stale(&mut stale, seed).is_some() {
+            prop_assert_eq!(verdict(&stale, &o), Validity::Invalid);
         }
     }
 }
@@ -355,11 +360,11 @@ impl Model for ParityRegisters {
     }
 
     fn prepare(&self, call: &Call<'_>) -> Result<Prepared<RegisterOp>, String> {
-        Register::plain(None).prepare(call)
+        Register::plain(None, NilRead::Value).prepare(call)
     }
 
     fn step(&self, state: &Self::State, op: &RegisterOp) -> Option<Self::State> {
-        Register::plain(None).step(state, op)
+        Register::plain(None, NilRead::Value).step(state, op)
     }
 
     fn part(&self, op: &RegisterOp) -> u64 {
@@ -387,7 +392,7 @@ fn a_model_declared_partition_is_checked_part_by_part() {
         threads: 2,
         shrink: true,
     };
-    let whole = check_keys(&Register::plain(None), &calls, &limits).unwrap();
+    let whole = check_keys(&Register::plain(None, NilRead::Value), &calls, &limits).unwrap();
     assert_eq!(
         whole[""].valid,
         Validity::Invalid,

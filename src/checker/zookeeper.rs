@@ -28,6 +28,12 @@
 //! - **stale reads** (`stale-read`): a read not covered by a sync that returns a zxid older
 //!   than a write acknowledged before the read was invoked. ZooKeeper allows these; they are
 //!   counted and shown but do not make the history invalid.
+//! - **absent znodes** (`lost-write`): each key's znode was created, and the creation
+//!   acknowledged, before the history begins, and nothing deletes it. A write or cas the server
+//!   answered `no-node` (writes go through the leader, which has every committed transaction),
+//!   or a sync'd read answered `no-node`, proves the creation and every write on the key lost.
+//!   A read without a sync answered `no-node` is a `stale-read`, unless its session had already
+//!   observed a modification of the key (`went-back-in-time`).
 //!
 //! Assumptions: the register workload issues `sync` before every `read` (its default), so
 //! with [`ZkOptions::sync_reads`] (the default) every read counts as sync'd after its own
@@ -35,7 +41,8 @@
 //! after an `ok` `sync` op earlier in its session, bounded by that sync's invocation.
 //! Indeterminate writes may or may not have happened and their zxids are unknown; they take
 //! part only through the reads that reveal them (zxid order against real time is not
-//! checked for them). `fail` ops did not happen; reads that did not return `ok` are dropped.
+//! checked for them). `fail` ops did not happen; reads that did not return `ok` are dropped,
+//! but for those answered `no-node`.
 //! The workload is the only writer, each znode starts at version 0 with the initial value.
 
 use std::collections::{BTreeMap, HashMap};
@@ -45,7 +52,7 @@ use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::history::{Op, OpType, Process};
+use crate::history::{Op, OpType, Process, NO_NODE};
 
 /// How many anomalies of each class the report lists; all are counted.
 const EXAMPLES_PER_CLASS: usize = 100;
@@ -120,6 +127,8 @@ pub struct ZkReport {
     pub writes: usize,
     /// Writes and cas whose outcome is unknown (`info` or never completed).
     pub indeterminate_writes: usize,
+    /// Reads, writes and cas the server answered `no-node` (the key's znode absent).
+    pub no_node_answers: usize,
     /// Number of anomalies of each class.
     pub counts: BTreeMap<AnomalyClass, usize>,
     /// The anomalies, at most 100 of each class.
@@ -151,11 +160,13 @@ impl fmt::Display for ZkReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "zookeeper: {} ({} reads, {} writes, {} indeterminate writes; reads {}sync'd)",
+            "zookeeper: {} ({} reads, {} writes, {} indeterminate writes, {} no-node answers; \
+             reads {}sync'd)",
             if self.valid { "valid" } else { "INVALID" },
             self.reads,
             self.writes,
             self.indeterminate_writes,
+            self.no_node_answers,
             if self.sync_reads { "" } else { "not " }
         )?;
         for class in AnomalyClass::ALL {
@@ -218,6 +229,7 @@ pub fn check_with(ops: &[Op], options: &ZkOptions) -> Result<ZkReport> {
     check_write_order(&history, &mut findings);
     let known = check_key_states(&history, options, &mut findings);
     check_sessions(&history, &known, options, &mut findings);
+    check_absent_writes(&history, &mut findings);
     let calls = &history.calls;
     let is_write = |c: &&Call| matches!(c.kind, Kind::Write | Kind::Cas);
     Ok(ZkReport {
@@ -240,6 +252,7 @@ pub fn check_with(ops: &[Op], options: &ZkOptions) -> Result<ZkReport> {
             .filter(is_write)
             .filter(|c| c.outcome == OpType::Info)
             .count(),
+        no_node_answers: calls.iter().filter(|c| c.absent).count(),
         counts: findings.counts,
         anomalies: findings.anomalies,
     })
@@ -273,6 +286,8 @@ struct Call<'a> {
     /// The zxid and version of an `ok` read or write (0 otherwise).
     zxid: i64,
     version: i64,
+    /// A read, write or cas the server answered `no-node`.
+    absent: bool,
 }
 
 /// The calls of a history in completion order (never-completed ones last), with keys
@@ -393,6 +408,9 @@ impl<'a> Call<'a> {
             zxid = op.zxid.ok_or_else(|| missing("zxid"))?;
             version = i64::from(op.version.ok_or_else(|| missing("version"))?);
         }
+        let absent = outcome == OpType::Fail
+            && kind != Kind::Sync
+            && done.and_then(|op| op.error.as_deref()) == Some(NO_NODE);
         Ok(Some(Call {
             kind,
             key,
@@ -404,6 +422,7 @@ impl<'a> Call<'a> {
             expected,
             zxid,
             version,
+            absent,
         }))
     }
 
@@ -413,6 +432,10 @@ impl<'a> Call<'a> {
 
     fn is_ok_read(&self) -> bool {
         self.kind == Kind::Read && self.outcome == OpType::Ok
+    }
+
+    fn is_absent_read(&self) -> bool {
+        self.kind == Kind::Read && self.absent
     }
 }
 
@@ -773,6 +796,11 @@ fn check_sessions(
     let mut acked: Vec<Vec<(usize, i64, usize)>> = vec![Vec::new(); history.keys.len()];
     let mut sessions: HashMap<u64, Session> = HashMap::new();
     for (i, c) in calls.iter().enumerate() {
+        if c.is_absent_read() {
+            let session = sessions.entry(c.process).or_default();
+            check_absent_read(calls, known, c, session, options, findings);
+            continue;
+        }
         if c.outcome != OpType::Ok {
             continue;
         }
@@ -826,6 +854,65 @@ fn check_sessions(
         if c.kind != Kind::Sync && session.horizon.is_none_or(|h| c.zxid > h.0) {
             session.horizon = Some((c.zxid, i));
         }
+    }
+}
+
+/// A write or cas answered `no-node` found the key's znode, created before the run, gone.
+fn check_absent_writes(history: &History, findings: &mut Findings) {
+    for c in history
+        .calls
+        .iter()
+        .filter(|c| c.absent && c.kind != Kind::Read)
+    {
+        let f = if c.kind == Kind::Cas { "cas" } else { "write" };
+        findings.add(AnomalyClass::LostWrite, c.key, &[c], || {
+            format!(
+                "the {f} was answered no-node: the key's znode, created before the run and never \
+                 deleted, is gone with every write acknowledged on it"
+            )
+        });
+    }
+}
+
+/// A read answered `no-node`: after a sync the znode's creation (acknowledged before the run)
+/// is lost; without one the read is stale, or goes back in time when its session had seen the
+/// key modified.
+fn check_absent_read(
+    calls: &[Call],
+    known: &KnownModifications,
+    read: &Call,
+    session: &Session,
+    options: &ZkOptions,
+    findings: &mut Findings,
+) {
+    if options.sync_reads || session.last_sync.is_some() {
+        findings.add(AnomalyClass::LostWrite, read.key, &[read], || {
+            "the sync'd read was answered no-node: the key's znode, created before the run and \
+             never deleted, is gone with every write acknowledged on it"
+                .to_string()
+        });
+        return;
+    }
+    let seen = session
+        .horizon
+        .and_then(|(h, from)| known.latest_at_or_below(read.key, h).map(|m| (h, m, from)));
+    match seen {
+        Some((horizon, modified, from)) => findings.add(
+            AnomalyClass::WentBackInTime,
+            read.key,
+            &[&calls[from], read],
+            || {
+                format!(
+                    "session {} had seen zxid {horizon}, when the key's znode was already \
+                     modified at zxid {modified}, but then read it as absent (no-node)",
+                    read.process
+                )
+            },
+        ),
+        None => findings.add(AnomalyClass::StaleRead, read.key, &[read], || {
+            "the read was answered no-node, older than the key's znode created before the run"
+                .to_string()
+        }),
     }
 }
 
@@ -930,6 +1017,12 @@ mod tests {
         }
         fn end(&mut self, kind: OpType, p: u64, f: &str, key: &str) -> &mut Self {
             self.push(kind, p, f, key, Value::Null);
+            self
+        }
+        /// A whole `f` by `p` on `key` answered `no-node`.
+        fn no_node(&mut self, p: u64, f: &str, key: &str, value: Value) -> &mut Self {
+            self.invoke(p, f, key, value.clone());
+            self.push(OpType::Fail, p, f, key, value).error = Some(NO_NODE.into());
             self
         }
         /// A whole write by `p`: invoke, then ok with the given zxid and version.
@@ -1210,6 +1303,47 @@ mod tests {
             (report.reads, report.writes, report.indeterminate_writes),
             (1, 0, 0)
         );
+    }
+
+    #[test]
+    fn writes_answered_no_node_are_lost_writes() {
+        for (f, value) in [("write", json!(2)), ("cas", json!([1, 2]))] {
+            let mut h = Builder::default();
+            h.write(0, "k", 1, 10, 1).no_node(1, f, "k", value);
+            let report = h.check();
+            only(&report, AnomalyClass::LostWrite, 1);
+            assert_eq!(report.anomalies[0].ops, vec![3], "{report}");
+            assert_eq!(report.no_node_answers, 1);
+        }
+        // A write refused for another reason tells nothing.
+        let mut h = Builder::default();
+        h.write(0, "k", 1, 10, 1)
+            .invoke(1, "write", "k", json!(2))
+            .end(OpType::Fail, 1, "write", "k");
+        only(&h.check(), AnomalyClass::LostWrite, 0);
+    }
+
+    #[test]
+    fn reads_answered_no_node_are_lost_when_synced_and_stale_otherwise() {
+        let mut h = Builder::default();
+        h.write(0, "k", 1, 10, 1)
+            .no_node(1, "read", "k", Value::Null);
+        only(&h.check(), AnomalyClass::LostWrite, 1);
+        let unsynced = h.check_unsynced();
+        only(&unsynced, AnomalyClass::StaleRead, 1);
+        assert!(unsynced.valid);
+        // After an explicit sync of its session.
+        let mut h = Builder::default();
+        h.invoke(1, "sync", "k", Value::Null)
+            .end(OpType::Ok, 1, "sync", "k")
+            .no_node(1, "read", "k", Value::Null);
+        only(&h.check_unsynced(), AnomalyClass::LostWrite, 1);
+        // A session that saw the key modified cannot find it absent later.
+        let mut h = Builder::default();
+        h.write(0, "k", 1, 10, 1)
+            .read(1, "k", json!(1), 10, 1)
+            .no_node(1, "read", "k", Value::Null);
+        only(&h.check_unsynced(), AnomalyClass::WentBackInTime, 1);
     }
 
     #[test]

@@ -1,55 +1,76 @@
-//! `stampede check`: re-run the checkers on a stored history.
+//! `stampede check`: re-run the checkers on stored histories, one or many in one run.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use super::check_file::{self, Checker, FileOptions, Judged};
+use crate::checker::formats::Format;
+use crate::checker::models::{FailedCas, NilRead};
+use crate::checker::parallel;
 
-use crate::checker::formats::{self, Format};
-use crate::checker::models::FailedCas;
-use crate::checker::result::write_results;
-use crate::checker::{check_history, zookeeper, CheckOptions, ModelKind};
-use crate::history::Op;
+/// What `stampede check --help` says after the flags.
+pub const AFTER_HELP: &str = "\
+Each PATH is a history file, a results folder (one with a history.jsonl: judged again \
+exactly as its run judged it, its results.json, timeline.html and plots rewritten in place; \
+with --model its history.jsonl is checked against that model instead), or a folder of \
+history files (*.edn, *.jsonl, *.json, *.log, *.txt, and results folders, in it and in \
+its folders below, links passed over). Several \
+histories are checked in parallel: one verdict line per history, then a summary line; the \
+exit code is the worst of them (0 valid, 1 invalid, 2 unknown or error), and a history that \
+cannot be read gets its one-line error as its verdict line while the others still run.
+
+Models follow Knossos (knossos.model), read from a history as Knossos reads it: a failed \
+operation did not happen, an ok one takes its completion's value, a crashed (info or never \
+completed) one may have happened at any later time or never. stampede differs in three \
+places, each a flag: --nil-read (default any for Jepsen histories, as Knossos; value for \
+stampede's own history.jsonl), --failed-cas (default ignore, as Knossos; mismatch is \
+Porcupine's reading), and processes: as in Jepsen, only integer processes are clients \
+(:nemesis and other keywords are loaded and counted, never checked).";
 
 /// Arguments of `stampede check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// A results folder (its history.jsonl is read) or a history file.
-    pub path: PathBuf,
-    /// The model: register, cas-register, versioned-register, mutex, fenced-mutex, or
-    /// zookeeper (ZooKeeper's own guarantees) [default: versioned-register for stampede
-    /// histories, cas-register for Jepsen ones].
+    /// History files, results folders, or folders of history files.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The model: register, cas-register, multi-register, versioned-register, mutex,
+    /// fenced-mutex, fifo-queue, unordered-queue, or zookeeper (ZooKeeper's own guarantees)
+    /// [default: versioned-register for stampede histories, cas-register for Jepsen ones].
     #[arg(long, value_parser = parse_model)]
     pub model: Option<Checker>,
-    /// The history's format: auto, jsonl, edn or jepsen-log.
+    /// The history's format: auto, jsonl, edn (a list or vector of op maps, or one map per
+    /// line) or jepsen-log (jepsen.util log lines with tabs or spaces, or history.txt).
     #[arg(long, default_value = "auto")]
     pub format: Format,
-    /// What a failed cas tells: ignore (it did not happen) or mismatch (also: the register did
-    /// not hold the expected value during it).
+    /// What a failed cas tells: ignore (it did not happen; Knossos) or mismatch (also: the
+    /// register did not hold the expected value during it; Porcupine).
     #[arg(long, default_value = "ignore")]
     pub failed_cas: FailedCas,
-    /// The register's initial value: an integer or nil.
+    /// What a completed read that returned nil tells (register, cas-register,
+    /// multi-register): any (nothing: it fits every state, Knossos's reading, as Jepsen clients
+    /// return nil when they could not tell) or value (the register held nil) [default: any
+    /// for Jepsen histories; value for stampede's history.jsonl, whose register workload reads
+    /// a znode's empty data, the state it was created in, as nil: a nil read after
+    /// acknowledged writes there is lost data, which "any" would hide].
+    #[arg(long)]
+    pub nil_read: Option<NilRead>,
+    /// The register's initial value (every register's, for multi-register): an integer or
+    /// nil.
     #[arg(long, default_value = "nil", value_parser = parse_initial)]
     pub initial: Initial,
-    /// Give up with an unknown verdict after this long (e.g. 60s, 5m).
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    /// Give up with an unknown verdict after this long: seconds (`60`) or with a unit (`5m`).
+    #[arg(long, default_value = "60s", value_parser = crate::config::Duration::parse_cli_std)]
     pub time_limit: Duration,
-    /// Memory the search may use before giving up with an unknown verdict, in MiB.
+    /// Memory the search may use before giving up with an unknown verdict, in MiB (shared by
+    /// the histories checked at once).
     #[arg(long, default_value_t = 4096)]
     pub memory_limit_mib: usize,
-    /// Also write the verdict as JSON to this file (e.g. results.json).
-    #[arg(long)]
+    /// Write results.json and timeline.html (counterexamples outlined) into this folder; with
+    /// several histories, into one subfolder per history, named after it. Results folders
+    /// judged as their run did are rewritten in place instead.
+    #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-}
-
-/// Which checker `--model` names.
-#[derive(Debug, Clone, Copy)]
-pub enum Checker {
-    /// Linearizability against a model.
-    Linearizable(ModelKind),
-    /// ZooKeeper's own guarantees, from the zxids and versions in the history.
-    Zookeeper,
 }
 
 fn parse_model(s: &str) -> Result<Checker, String> {
@@ -74,66 +95,196 @@ fn parse_initial(s: &str) -> Result<Initial, String> {
         .map_err(|_| format!("{s:?} is neither an integer nor nil"))
 }
 
-/// Runs `stampede check`: prints the report, the verdict last, and exits 0, 1 or 2.
+/// One thing to judge.
+#[derive(Debug, Clone)]
+enum Input {
+    /// A history file, and where its outputs go.
+    File(PathBuf, Option<PathBuf>),
+    /// A results folder, judged again as its run did.
+    Results(PathBuf),
+}
+
+impl Input {
+    fn path(&self) -> &Path {
+        match self {
+            Input::File(p, _) | Input::Results(p) => p,
+        }
+    }
+}
+
+/// File name endings taken from a folder of histories.
+const HISTORY_ENDINGS: [&str; 5] = ["edn", "jsonl", "json", "log", "txt"];
+
+/// Runs `stampede check`: one history's full report, or one verdict line per history and a
+/// summary; the exit code is the worst verdict.
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    if args.path.is_dir() && args.model.is_none() && args.output.is_none() {
-        let verdict = super::verdict::recheck_dir(&args.path)?;
-        println!("{}", verdict.line);
-        return Ok(ExitCode::from(verdict.exit_code));
-    }
-    let file = history_file(&args.path)?;
-    let (ops, format) = formats::read(&file, args.format)?;
-    let model = match args.model {
-        Some(Checker::Linearizable(model)) => model,
-        Some(Checker::Zookeeper) => return check_zookeeper(&file, &ops, args.output.as_deref()),
-        None => match format {
-            Format::Jsonl | Format::Auto => ModelKind::VersionedRegister,
-            Format::Edn | Format::JepsenLog => ModelKind::CasRegister,
-        },
-    };
-    let opts = CheckOptions {
-        model,
+    let (found, many) = collect(&args.paths, args.model.is_some())?;
+    let inputs = with_outputs(found, args.output.as_deref(), many);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(inputs.len())
+        .max(1);
+    let opts = FileOptions {
+        checker: args.model,
+        format: args.format,
         failed_cas: args.failed_cas,
+        nil_read: args.nil_read,
         initial: args.initial.0,
-        time_limit: Some(args.time_limit),
-        memory_limit: args.memory_limit_mib << 20,
-        ..CheckOptions::default()
+        time_limit: args.time_limit,
+        memory_limit: (args.memory_limit_mib << 20) / workers,
+        threads: if many { 1 } else { 0 },
     };
-    let result = check_history(&ops, &opts).with_context(|| format!("{}", file.display()))?;
-    if let Some(out) = &args.output {
-        write_results(out, &result)?;
+    if !many {
+        let judged = judge(&inputs[0], &opts)?;
+        print!("{}", judged.report);
+        return Ok(ExitCode::from(judged.exit_code));
     }
-    print!("{}", result.render());
-    Ok(ExitCode::from(result.valid.exit_code()))
-}
-
-/// Runs the `zookeeper` checker alone; its report, then the verdict line.
-fn check_zookeeper(file: &Path, ops: &[Op], output: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let report = zookeeper::check(ops).with_context(|| format!("{}", file.display()))?;
-    if let Some(out) = output {
-        let text = serde_json::to_string_pretty(&report)? + "\n";
-        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+    let start = Instant::now();
+    let outcomes = judge_all(&inputs, &opts, workers);
+    let mut tally = [0usize; 4];
+    let mut worst = 0;
+    for (input, outcome) in inputs.iter().zip(&outcomes) {
+        let path = input.path().display().to_string();
+        let (line, code, slot) = match outcome {
+            Ok(j) => (j.line.clone(), j.exit_code, usize::from(j.exit_code)),
+            Err(e) => {
+                let message = format!("{e:#}");
+                let bare = message
+                    .strip_prefix(&format!("{path}: "))
+                    .unwrap_or(&message);
+                (format!("error: {bare}"), 2, 3)
+            }
+        };
+        println!("{path}: {line}");
+        tally[slot] += 1;
+        worst = worst.max(code);
     }
-    print!("{report}");
-    let verdict = if report.valid { "valid" } else { "INVALID" };
     println!(
-        "verdict: {verdict} (zookeeper; {} history entries)",
-        ops.len()
+        "{} histories: {} valid, {} INVALID, {} unknown, {} errors ({:.2} s)",
+        inputs.len(),
+        tally[0],
+        tally[1],
+        tally[2],
+        tally[3],
+        start.elapsed().as_secs_f64()
     );
-    Ok(ExitCode::from(if report.valid { 0 } else { 1 }))
+    Ok(ExitCode::from(worst))
 }
 
-/// The history file for `path`: the file itself, or a results folder's `history.jsonl`.
-fn history_file(path: &Path) -> anyhow::Result<PathBuf> {
-    if path.is_dir() {
-        let file = path.join("history.jsonl");
+/// The inputs `paths` name, and whether they are several (a folder of histories counts as
+/// several). A path that does not exist, or a folder without histories, is an error.
+fn collect(paths: &[PathBuf], model_given: bool) -> anyhow::Result<(Vec<Input>, bool)> {
+    let mut inputs = Vec::new();
+    let mut many = paths.len() > 1;
+    for path in paths {
+        anyhow::ensure!(path.exists(), "{}: no such file or folder", path.display());
+        if !path.is_dir() {
+            inputs.push(Input::File(path.clone(), None));
+            continue;
+        }
+        if let Some(input) = results_folder(path, model_given) {
+            inputs.push(input);
+            continue;
+        }
+        many = true;
+        let before = inputs.len();
+        gather(path, model_given, &mut inputs)?;
         anyhow::ensure!(
-            file.is_file(),
-            "{} is a folder without a history.jsonl",
+            inputs.len() > before,
+            "{}: a folder without history files or results folders",
             path.display()
         );
-        return Ok(file);
     }
-    anyhow::ensure!(path.exists(), "{}: no such file or folder", path.display());
-    Ok(path.to_path_buf())
+    Ok((inputs, many))
+}
+
+/// The folder `dir` as a results folder (one with a `history.jsonl`), if it is one: judged as
+/// its run did, or its history checked against the model given.
+fn results_folder(dir: &Path, model_given: bool) -> Option<Input> {
+    let history = dir.join("history.jsonl");
+    match (history.is_file(), model_given) {
+        (true, true) => Some(Input::File(history, None)),
+        (true, false) => Some(Input::Results(dir.to_path_buf())),
+        (false, _) => None,
+    }
+}
+
+/// Adds the history files and results folders in `dir` and, through its other folders, below
+/// it, in name order; hidden entries and links (such as `results/latest`) are passed over.
+fn gather(dir: &Path, model_given: bool, inputs: &mut Vec<Input>) -> anyhow::Result<()> {
+    let mut entries: Vec<(PathBuf, std::fs::FileType)> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_type().ok().map(|t| (e.path(), t)))
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (entry, kind) in entries {
+        let hidden = entry
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        let ending = entry.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if hidden || kind.is_symlink() {
+            continue;
+        }
+        if kind.is_dir() {
+            match results_folder(&entry, model_given) {
+                Some(input) => inputs.push(input),
+                None => gather(&entry, model_given, inputs)?,
+            }
+        } else if HISTORY_ENDINGS.contains(&ending) {
+            inputs.push(Input::File(entry, None));
+        }
+    }
+    Ok(())
+}
+
+/// Gives each history file its output folder: `output` itself for one history, else a
+/// subfolder named after the file (its folder's name for a `history.jsonl`), made unique.
+fn with_outputs(inputs: Vec<Input>, output: Option<&Path>, many: bool) -> Vec<Input> {
+    let Some(output) = output else {
+        return inputs;
+    };
+    let mut taken: Vec<String> = Vec::new();
+    inputs
+        .into_iter()
+        .map(|input| match input {
+            Input::File(file, _) if !many => Input::File(file, Some(output.to_path_buf())),
+            Input::File(file, _) => {
+                let named = match file.file_name().and_then(|n| n.to_str()) {
+                    Some("history.jsonl") => file.parent().and_then(Path::file_name),
+                    _ => file.file_name(),
+                };
+                let base = named.map_or("history".into(), |n| n.to_string_lossy().to_string());
+                let mut name = base.clone();
+                for n in 2.. {
+                    if !taken.contains(&name) {
+                        break;
+                    }
+                    name = format!("{base}-{n}");
+                }
+                taken.push(name.clone());
+                Input::File(file, Some(output.join(name)))
+            }
+            results => results,
+        })
+        .collect()
+}
+
+fn judge(input: &Input, opts: &FileOptions) -> anyhow::Result<Judged> {
+    match input {
+        Input::File(file, output) => check_file::judge(file, opts, output.as_deref()),
+        Input::Results(dir) => {
+            let verdict = super::verdict::recheck_dir(dir)?;
+            Ok(Judged {
+                report: format!("{}\n", verdict.line),
+                line: verdict.line,
+                exit_code: verdict.exit_code,
+            })
+        }
+    }
+}
+
+/// Judges every input on `workers` threads; the outcomes in input order.
+fn judge_all(inputs: &[Input], opts: &FileOptions, workers: usize) -> Vec<anyhow::Result<Judged>> {
+    parallel::map(inputs, workers, |input| judge(input, opts))
 }

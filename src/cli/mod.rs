@@ -2,6 +2,7 @@
 
 mod agent;
 mod check;
+mod check_file;
 mod cluster;
 mod compare;
 mod db;
@@ -45,7 +46,9 @@ enum Command {
     /// The packet-fault agent run on nodes without netem (started by the packet nemesis).
     #[command(hide = true)]
     AgentNetem(agent::AgentArgs),
-    /// Check a stored history (a results folder or a history file).
+    /// Check stored histories: history files (stampede's, Jepsen EDN or logs), results
+    /// folders, or folders of them.
+    #[command(after_help = check::AFTER_HELP)]
     Check(check::CheckArgs),
     /// Run a matrix of tests unattended (a suite file), with a summary, JUnit XML and HTML.
     Suite(suite::SuiteArgs),

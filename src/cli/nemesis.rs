@@ -26,8 +26,8 @@ enum Action {
         /// take halves, majorities-ring and bridge.
         #[arg(long, default_value = "one")]
         target: String,
-        /// How long the fault lasts (e.g. 10s, 1m).
-        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        /// How long the fault lasts: seconds (`10`) or with a unit (`10s`, `1m`).
+        #[arg(long, default_value = "10s", value_parser = crate::config::Duration::parse_cli_std)]
         duration: Duration,
         #[command(flatten)]
         targets: TargetArgs,
@@ -62,16 +62,31 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         netem: None,
         clock: None,
     };
+    let aim = nemesis::Aim {
+        nodes: control.nodes(),
+        db: db.as_ref(),
+    };
+    spec.validate(false, Some(&aim))
+        .map_err(|(field, e)| anyhow::anyhow!("--{field}: {e}"))?;
     let fault = nemesis::build(&spec, control.clone(), db.clone(), None)?;
+    // A signal cuts the wait short, never the start or the stop: the fault is stopped (and
+    // everything healed) only once its start is over.
+    let (cancel, mut cancelled) = tokio::sync::watch::channel(false);
     let work = async {
-        let started = fault.start().await?;
-        println!("start-{kind}: {started}");
-        tokio::time::sleep(duration).await;
+        let started = fault.start().await;
+        if let Ok(value) = &started {
+            println!("start-{kind}: {value}");
+            tokio::select! {
+                _ = tokio::time::sleep(duration) => {}
+                _ = cancelled.wait_for(|c| *c) => {}
+            }
+        }
         let stopped = fault.stop().await?;
         println!("stop-{kind}: {stopped}");
-        anyhow::Ok(())
+        started.map(drop)
     };
-    match nemesis::guarded(&control, db.as_ref(), nemesis::OnSignal::Drop, work).await? {
+    let on_signal = nemesis::OnSignal(cancel, Duration::from_secs(120));
+    match nemesis::guarded(&control, db.as_ref(), on_signal, work).await? {
         Ending::Finished(result) => {
             result?;
             println!("healed");

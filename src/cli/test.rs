@@ -41,9 +41,9 @@ pub struct TestArgs {
     /// (repeatable; nemesis fields as `nemesis.faults=[...]`).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
     overrides: Vec<Override>,
-    /// Shortcut for `--set generator.time_limit=…`.
-    #[arg(long, value_name = "DURATION")]
-    time_limit: Option<String>,
+    /// Shortcut for `--set generator.time_limit=…`: seconds (`30`) or with a unit (`2m`).
+    #[arg(long, value_name = "DURATION", value_parser = config::Duration::parse_cli)]
+    time_limit: Option<config::Duration>,
     /// The test's name in results/ (default: <workload>-<nemesis>).
     #[arg(long)]
     name: Option<String>,
@@ -98,13 +98,22 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         .validate()
         .map_err(|e| anyhow::anyhow!("{}: {e}", workload_path.display()))?;
     let nemesis_path = config::resolve("nemeses", &args.nemesis)?;
-    let nemesis_config: NemesisConfig = config::load(&nemesis_path)?;
+    let holders = matches!(
+        workload_file.workload,
+        WorkloadKind::Lock | WorkloadKind::Election
+    );
+    let nemesis_config = nemesis::load_package(&nemesis_path, holders, None)?;
 
     let control = targets_with_cluster(&args)?;
     let db: Arc<dyn Db> = args
         .db
         .build(&args.targets, control.nodes().to_vec())?
         .into();
+    let aim = nemesis::Aim {
+        nodes: control.nodes(),
+        db: db.as_ref(),
+    };
+    nemesis_config.check(&nemesis_path, holders, Some(&aim))?;
     let holder = Arc::new(HistoryHolder::default());
     let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()))?;
     let name = args
@@ -151,7 +160,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let mntr_before = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let on_signal = nemesis::OnSignal::Cancel(cancel_tx, Duration::from_secs(60));
+    let on_signal = nemesis::OnSignal(cancel_tx, Duration::from_secs(60));
     let target = Target {
         run_id: stamp.clone(),
         endpoints: endpoints.clone(),
@@ -236,10 +245,15 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         Ending::Interrupted(signal) => (Some(format!("interrupted by {signal}")), None),
     };
     let ops = recorder.ops();
+    let judging = super::verdict::Judging {
+        dir: &dir,
+        aborted: aborted.as_deref(),
+        planned_faults: Some(!test.nemesis.faults.is_empty()),
+    };
     let verdict = match workload_file.workload {
         WorkloadKind::Register => {
             let sync_reads = workload_file.register.sync_reads;
-            super::verdict::judge_run(&dir, &ops, sync_reads, aborted.as_deref())?
+            super::verdict::judge_run(&judging, &ops, sync_reads)?
         }
         WorkloadKind::Lock => {
             let summary = match &outcome {
@@ -252,12 +266,11 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             };
             let lock = &workload_file.lock;
             super::verdict::judge_lock_run(
-                &dir,
+                &judging,
                 &ops,
                 lock.fencing,
                 LivenessOptions::for_sessions(lock.session_timeout.0, lock.op_timeout.0),
                 summary,
-                aborted.as_deref(),
             )?
         }
         WorkloadKind::Election => {
@@ -271,7 +284,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             };
             let e = &workload_file.election;
             let live = LivenessOptions::for_sessions(e.session_timeout.0, e.op_timeout.0);
-            super::verdict::judge_election_run(&dir, &ops, live, summary, aborted.as_deref())?
+            super::verdict::judge_election_run(&judging, &ops, live, summary)?
         }
         WorkloadKind::Barrier => {
             let summary = match &outcome {
@@ -280,14 +293,14 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             };
             let cfg = &workload_file;
             let threshold = cfg.barrier.threshold_for(cfg.generator.concurrency) as u64;
-            super::verdict::judge_barrier_run(&dir, &ops, threshold, summary, aborted.as_deref())?
+            super::verdict::judge_barrier_run(&judging, &ops, threshold, summary)?
         }
         WorkloadKind::Queue => {
             let summary = match &outcome {
                 Some(RunOutcome::Queue(summary)) => Some(serde_json::to_value(summary)?),
                 _ => None,
             };
-            super::verdict::judge_queue_run(&dir, &ops, summary, aborted.as_deref())?
+            super::verdict::judge_queue_run(&judging, &ops, summary)?
         }
     };
     let verdict = super::verdict::with_replicas(verdict, &replicas);
@@ -557,6 +570,22 @@ mod tests {
         );
         let lead = vec![op(0, OpType::Invoke, 7, "lead", "n3")];
         assert_eq!(open_holder(&lead).as_deref(), Some("n3"));
+    }
+
+    #[test]
+    fn a_bare_time_limit_is_seconds() {
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: TestArgs,
+        }
+        let limit = |flag: &str| {
+            <Wrap as clap::Parser>::try_parse_from(["stampede", "--time-limit", flag])
+                .map(|w| w.args.time_limit.map(|d| d.0))
+        };
+        assert_eq!(limit("30").unwrap(), Some(Duration::from_secs(30)));
+        assert_eq!(limit("2m").unwrap(), Some(Duration::from_secs(120)));
+        assert!(limit("soon").is_err());
     }
 
     #[test]

@@ -10,5 +10,5 @@ mod session;
 #[cfg(test)]
 pub mod test_server;
 
-pub use outcome::{classify, OpError};
+pub use outcome::{classify, NoNodeIsLost, OpError};
 pub use session::{setup_session, ClientOptions, Connect, NodeEndpoint, ProcessIds, Session};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client::Error;
 
-use crate::history::OpType;
+use crate::history::{OpType, BAD_VERSION, LOST, NO_NODE};
 
 /// Why an operation did not complete `ok`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +15,10 @@ pub enum OpError {
     Zk(Error),
     /// No answer within the client-side deadline; the request may still be applied.
     Deadline(Duration),
+    /// The server's answer proves state it had acknowledged gone: a znode the workload
+    /// created (or saw created) and that nothing deletes was answered `no-node`. It says
+    /// what was lost; recorded as `lost: <what>` for the checkers to judge.
+    Lost(String),
 }
 
 impl fmt::Display for OpError {
@@ -22,6 +26,7 @@ impl fmt::Display for OpError {
         match self {
             OpError::Zk(e) => write!(f, "{}", error_name(e)),
             OpError::Deadline(d) => write!(f, "timeout: no answer within {} ms", d.as_millis()),
+            OpError::Lost(what) => write!(f, "{LOST}: {what}"),
         }
     }
 }
@@ -29,6 +34,21 @@ impl fmt::Display for OpError {
 impl From<Error> for OpError {
     fn from(e: Error) -> OpError {
         OpError::Zk(e)
+    }
+}
+
+/// Reads a `no-node` answer on a znode that must exist as the fact it is.
+pub trait NoNodeIsLost<T> {
+    /// This result, with a `no-node` error turned into [`OpError::Lost`] saying `what`.
+    fn no_node_is_lost(self, what: impl FnOnce() -> String) -> Result<T, OpError>;
+}
+
+impl<T> NoNodeIsLost<T> for Result<T, OpError> {
+    fn no_node_is_lost(self, what: impl FnOnce() -> String) -> Result<T, OpError> {
+        self.map_err(|e| match e {
+            OpError::Zk(Error::NoNode) => OpError::Lost(what()),
+            other => other,
+        })
     }
 }
 
@@ -40,6 +60,8 @@ impl From<Error> for OpError {
 pub fn classify(err: &OpError) -> OpType {
     let e = match err {
         OpError::Deadline(_) => return OpType::Info,
+        // The server answered: the operation did not do what it was asked.
+        OpError::Lost(_) => return OpType::Fail,
         OpError::Zk(e) => e,
     };
     match e {
@@ -80,8 +102,8 @@ pub fn classify(err: &OpError) -> OpType {
 /// A short, stable name for an error, as written to the history's `error` field.
 fn error_name(e: &Error) -> String {
     match e {
-        Error::BadVersion => "bad-version".into(),
-        Error::NoNode => "no-node".into(),
+        Error::BadVersion => BAD_VERSION.into(),
+        Error::NoNode => NO_NODE.into(),
         Error::NodeExists => "node-exists".into(),
         Error::NoAuth => "no-auth".into(),
         Error::ConnectionLoss => "connection-loss".into(),
@@ -140,6 +162,20 @@ mod tests {
         assert_eq!(
             classify(&OpError::Deadline(Duration::from_secs(5))),
             OpType::Info
+        );
+    }
+
+    #[test]
+    fn a_no_node_answer_on_a_znode_that_must_exist_is_a_loss() {
+        let gone: Result<(), OpError> = Err(OpError::Zk(Error::NoNode));
+        let lost = gone.no_node_is_lost(|| "the queue node /q is gone".into());
+        let err = lost.unwrap_err();
+        assert_eq!(err.to_string(), "lost: the queue node /q is gone");
+        assert_eq!(classify(&err), OpType::Fail);
+        let other: Result<(), OpError> = Err(OpError::Zk(Error::ConnectionLoss));
+        assert_eq!(
+            other.no_node_is_lost(|| unreachable!()),
+            Err(OpError::Zk(Error::ConnectionLoss))
         );
     }
 

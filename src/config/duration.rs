@@ -6,8 +6,8 @@ use std::str::FromStr;
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 
 /// A [`std::time::Duration`] read from and written to YAML as text with units, such as `60s`,
-/// `500ms`, `2m` or `1m 30s` (the `humantime` notation). A bare number is rejected, since its
-/// unit would be a guess.
+/// `500ms`, `2m` or `1m 30s` (the `humantime` notation). In a file a bare number is rejected,
+/// since its unit would be a guess; on the command line ([`Duration::parse_cli`]) it is seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Duration(pub std::time::Duration);
 
@@ -18,6 +18,28 @@ impl FromStr for Duration {
         humantime::parse_duration(s.trim())
             .map(Duration)
             .map_err(|e| format!("invalid duration `{s}` ({e}): write a number with a unit, like 60s, 500ms or 2m"))
+    }
+}
+
+impl Duration {
+    /// Reads a duration given on the command line: a bare number is seconds (`30`, `2.5`), as
+    /// Jepsen's `--time-limit` is; anything else is read as in a file (`30s`, `500ms`, `1m 30s`).
+    pub fn parse_cli(s: &str) -> Result<Duration, String> {
+        let text = s.trim();
+        match text.parse::<f64>() {
+            Ok(secs) if secs.is_finite() && secs >= 0.0 => {
+                Ok(Duration(std::time::Duration::from_secs_f64(secs)))
+            }
+            Ok(_) => Err(format!(
+                "invalid duration `{s}`: a number of seconds must be finite and not negative"
+            )),
+            Err(_) => text.parse(),
+        }
+    }
+
+    /// [`Duration::parse_cli`] as a [`std::time::Duration`], for command-line flags.
+    pub fn parse_cli_std(s: &str) -> Result<std::time::Duration, String> {
+        Duration::parse_cli(s).map(|d| d.0)
     }
 }
 
@@ -85,6 +107,20 @@ mod tests {
         let err = parse("d: soon").unwrap_err();
         assert!(err.contains("invalid duration `soon`"), "{err}");
         assert!(err.contains("line 1 column 4"), "{err}");
+    }
+
+    #[test]
+    fn on_the_command_line_a_bare_number_is_seconds() {
+        let cli = |s| Duration::parse_cli(s).map(|d| d.0);
+        assert_eq!(cli("30"), Ok(Std::from_secs(30)));
+        assert_eq!(cli(" 2.5 "), Ok(Std::from_millis(2500)));
+        assert_eq!(cli("0"), Ok(Std::ZERO));
+        assert_eq!(cli("30s"), Ok(Std::from_secs(30)));
+        assert_eq!(cli("500ms"), Ok(Std::from_millis(500)));
+        assert_eq!(cli("1m 30s"), Ok(Std::from_secs(90)));
+        assert!(cli("-5").unwrap_err().contains("not negative"));
+        assert!(cli("inf").is_err());
+        assert!(cli("soon").unwrap_err().contains("invalid duration `soon`"));
     }
 
     #[test]

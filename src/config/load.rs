@@ -38,12 +38,26 @@ pub fn load_with_overrides<T: DeserializeOwned>(
         serde_yaml_ng::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
     for o in overrides {
         o.apply(&mut doc)?;
-        // Going through text (not `from_value`) makes serde_yaml_ng name the failing field.
-        let merged = serde_yaml_ng::to_string(&doc)?;
-        config = serde_yaml_ng::from_str(&merged)
-            .map_err(|e| anyhow!("{o}: {}", without_location(&e)))?;
+        config = match from_doc(&doc) {
+            Ok(config) => config,
+            // A bare number on the command line is seconds when the field is a duration.
+            Err(e) => match o.as_seconds() {
+                Some(seconds) => {
+                    seconds.apply(&mut doc)?;
+                    from_doc(&doc).map_err(|_| anyhow!("{o}: {}", without_location(&e)))?
+                }
+                None => return Err(anyhow!("{o}: {}", without_location(&e))),
+            },
+        };
     }
     Ok(config)
+}
+
+/// Reads `doc` into a `T` through text (not `from_value`), which makes serde_yaml_ng name the
+/// failing field.
+fn from_doc<T: DeserializeOwned>(doc: &serde_yaml_ng::Value) -> Result<T, serde_yaml_ng::Error> {
+    let merged = serde_yaml_ng::to_string(doc)?;
+    serde_yaml_ng::from_str(&merged)
 }
 
 /// Writes `config` as YAML to `path`, e.g. the effective config as `test.yaml` in the results.
@@ -165,6 +179,23 @@ mod tests {
         assert_eq!(s.time_limit, "2m".parse().unwrap());
         assert_eq!(s.nemesis.interval, Some("10s".parse().unwrap()));
         assert_eq!(s.nemesis.kinds, ["partition"]);
+    }
+
+    #[test]
+    fn a_bare_number_set_on_a_duration_is_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let flags = sets(&["time_limit=30", "rate=7", "nemesis.interval=1.5"]);
+        let s: Sample = load_with_overrides(&file(&dir, GOOD), &flags).unwrap();
+        assert_eq!(s.time_limit, "30s".parse().unwrap());
+        assert_eq!(s.rate, 7.0);
+        assert_eq!(s.nemesis.interval, Some("1500ms".parse().unwrap()));
+        let err = load_with_overrides::<Sample>(&file(&dir, GOOD), &sets(&["time_limit=-3"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--set time_limit=-3: time_limit: invalid duration `-3`"),
+            "{err}"
+        );
     }
 
     #[test]

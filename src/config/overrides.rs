@@ -75,6 +75,16 @@ impl Override {
         *node = self.value.clone();
         Ok(())
     }
+
+    /// The same flag with its value read as a number of seconds (`30` → `30s`), when the value
+    /// is a non-negative number: how a bare number is read when the field is a duration.
+    pub fn as_seconds(&self) -> Option<Override> {
+        let secs = self.value.as_f64().filter(|s| s.is_finite() && *s >= 0.0)?;
+        Some(Override {
+            value: Value::String(format!("{secs}s")),
+            ..self.clone()
+        })
+    }
 }
 
 #[cfg(test)]
@@ -127,6 +137,18 @@ mod tests {
             err.to_string(),
             "--set weights.3=7: `weights` is a list of 3 items, `3` is not an index in it"
         );
+    }
+
+    #[test]
+    fn a_number_can_be_read_as_seconds() {
+        let o: Override = "generator.time_limit=30".parse().unwrap();
+        let mut d = doc("generator: {}\n");
+        o.as_seconds().unwrap().apply(&mut d).unwrap();
+        assert_eq!(d, doc("generator:\n  time_limit: 30s\n"));
+        assert_eq!(o.as_seconds().unwrap().to_string(), o.to_string());
+        assert!("a=2.5".parse::<Override>().unwrap().as_seconds().is_some());
+        assert!("a=-1".parse::<Override>().unwrap().as_seconds().is_none());
+        assert!("a=10s".parse::<Override>().unwrap().as_seconds().is_none());
     }
 
     #[test]

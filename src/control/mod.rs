@@ -39,6 +39,26 @@ pub struct Control {
     opts: Arc<SshOptions>,
     nodes: Arc<Vec<Node>>,
     idle: Arc<Mutex<HashMap<String, Vec<Session>>>>,
+    /// Commands sent and not finished, across every clone. A command runs on a blocking
+    /// thread to its end even when its caller is gone (a dropped future cannot unsend it), so
+    /// healing first waits for this to reach 0 ([`Control::settle`]).
+    in_flight: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+/// One command in flight; counted from its creation to its drop, on the thread that runs it.
+struct InFlight(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl InFlight {
+    fn enter(count: &Arc<tokio::sync::watch::Sender<usize>>) -> InFlight {
+        count.send_modify(|n| *n += 1);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
 /// How long a command may take unless told otherwise.
@@ -51,7 +71,20 @@ impl Control {
             opts: Arc::new(opts),
             nodes: Arc::new(nodes),
             idle: Arc::default(),
+            in_flight: Arc::new(tokio::sync::watch::channel(0).0),
         }
+    }
+
+    /// Commands sent through this controller (or a clone) that have not finished.
+    pub fn in_flight(&self) -> usize {
+        *self.in_flight.borrow()
+    }
+
+    /// Waits until every command sent so far has finished, including those whose callers were
+    /// dropped: a fault action already sent lands before whatever comes after this (a heal).
+    pub async fn settle(&self) {
+        let mut count = self.in_flight.subscribe();
+        let _ = count.wait_for(|n| *n == 0).await;
     }
 
     /// The nodes under control, in the order they were given.
@@ -179,7 +212,9 @@ impl Control {
         let this = self.clone();
         let node_owned = node.clone();
         let wrapped = shell::as_root(&node.user, command);
+        let counted = InFlight::enter(&self.in_flight);
         let result = tokio::task::spawn_blocking(move || {
+            let _counted = counted;
             this.run_blocking(&node_owned, &wrapped, &stdin, input_delay, timeout, retry)
         })
         .await

@@ -368,6 +368,8 @@ mod tests {
         assert!(nodes
             .iter()
             .all(|n| db.client_address(n) == format!("{}:2181", n.host)));
+        let servers = crate::db::servers(&db, &nodes);
+        assert_eq!(servers.len(), 5, "faults aim at every member");
     }
 
     #[test]

@@ -24,6 +24,11 @@ pub trait Db: Send + Sync {
     fn name(&self) -> &str;
     /// The `host:port` clients use to reach `node`.
     fn client_address(&self, node: &Node) -> String;
+    /// Whether a server of this database runs on `node`. Faults are aimed at these nodes
+    /// only: a fault on any other touches nothing under test.
+    fn runs_on(&self, _node: &Node) -> bool {
+        true
+    }
     /// Installs, configures and starts the database on every node, then waits until it serves.
     async fn setup(&self, control: &Control) -> anyhow::Result<()>;
     /// Stops the servers and removes their data and configuration.
@@ -85,13 +90,25 @@ pub async fn modes(db: &dyn Db, nodes: &[Node]) -> Vec<Option<Mode>> {
     futures::future::join_all(asks).await
 }
 
-/// The current leader, if exactly one node says it leads.
+/// The nodes among `nodes` that run a server of `db`, in order.
+pub fn servers(db: &dyn Db, nodes: &[Node]) -> Vec<Node> {
+    nodes.iter().filter(|n| db.runs_on(n)).cloned().collect()
+}
+
+/// The current leader among the servers of `db` on `nodes`: the one server that says it
+/// leads, or a lone server that serves standalone (it takes every write).
 pub async fn leader(db: &dyn Db, nodes: &[Node]) -> Option<Node> {
-    let modes = modes(db, nodes).await;
-    let leaders: Vec<&Node> = nodes
+    let servers = servers(db, nodes);
+    let modes = modes(db, &servers).await;
+    let leads = |m: &Option<Mode>| match m {
+        Some(Mode::Leader) => true,
+        Some(Mode::Standalone) => servers.len() == 1,
+        _ => false,
+    };
+    let leaders: Vec<&Node> = servers
         .iter()
         .zip(&modes)
-        .filter(|(_, m)| **m == Some(Mode::Leader))
+        .filter(|(_, m)| leads(m))
         .map(|(n, _)| n)
         .collect();
     match leaders.as_slice() {

@@ -35,11 +35,15 @@ async fn call(
         Action::Start => format!("start-{}", nemesis.kind()),
         Action::Stop => format!("stop-{}", nemesis.kind()),
     };
+    let target = match (action, nemesis.target()) {
+        (Action::Start, target) if !target.is_empty() => serde_json::json!({ "target": target }),
+        _ => Value::Null,
+    };
     recorder.record(
         OpType::Invoke,
         Process::NEMESIS,
         &f,
-        Value::Null,
+        target,
         Meta::default(),
     )?;
     let result = match action {

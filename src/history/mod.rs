@@ -48,6 +48,20 @@ impl Process {
 /// over, not because of anything ZooKeeper did.
 pub const ABANDONED: &str = "abandoned";
 
+/// The error of an operation the server answered "no such znode". On a znode the workload
+/// created before the run and never deletes (a register's key), it is an observation: the
+/// znode was absent, so state the server had acknowledged is gone.
+pub const NO_NODE: &str = "no-node";
+
+/// The error of an operation the server answered "bad version": a cas whose expected data
+/// version was not the znode's when the server compared them.
+pub const BAD_VERSION: &str = "bad-version";
+
+/// How the error of an operation begins when the server's answer proves acknowledged state
+/// gone (e.g. `lost: the lock directory ... created at setup is gone`): the workload knew the
+/// znode must exist, so the answer is a fact about the state, judged by `checker::lost`.
+pub const LOST: &str = "lost";
+
 /// One line of `history.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Op {

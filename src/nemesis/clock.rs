@@ -145,12 +145,11 @@ pub async fn measure_all(control: &Control, db: &dyn Db) -> BTreeMap<String, f64
     offsets
 }
 
-/// Puts every node's clock back to the controller's.
+/// Puts the clock of every node running the database back to the controller's (the others
+/// were never skewed: faults aim at servers only).
 pub async fn reset_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
-    let resets = control
-        .nodes()
-        .iter()
-        .map(|n| set_offset(control, db, n, 0));
+    let servers = crate::db::servers(db, control.nodes());
+    let resets = servers.iter().map(|n| set_offset(control, db, n, 0));
     for result in futures::future::join_all(resets).await {
         result?;
     }
@@ -190,15 +189,32 @@ impl ClockNemesis {
     }
 }
 
+impl Drop for ClockNemesis {
+    /// A strobe never outlives its fault: it would move a clock after the heal.
+    fn drop(&mut self) {
+        let strobing = self.strobe.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(strobing) = strobing {
+            strobing.abort();
+        }
+    }
+}
+
 impl Nemesis for ClockNemesis {
     fn kind(&self) -> &str {
         "clock"
     }
 
+    fn target(&self) -> String {
+        match self.cfg.mode {
+            ClockMode::Reset => "all".to_string(),
+            _ => self.target.to_string(),
+        }
+    }
+
     fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
         Box::pin(async move {
             let hit = match self.cfg.mode {
-                ClockMode::Reset => self.control.nodes().to_vec(),
+                ClockMode::Reset => crate::db::servers(self.db.as_ref(), self.control.nodes()),
                 _ => {
                     self.target
                         .pick(self.control.nodes(), self.db.as_ref())

@@ -21,6 +21,33 @@ pub enum Shape {
     Bridge,
 }
 
+/// The names of the nodes running `db`, for `what` (a partition) between them: an error when
+/// fewer than two run it, since a grudge among other nodes touches nothing under test.
+pub fn between_servers(
+    db: &dyn crate::db::Db,
+    nodes: &[crate::control::Node],
+    what: &str,
+) -> anyhow::Result<Vec<String>> {
+    let servers = crate::db::servers(db, nodes);
+    let names: Vec<String> = servers.iter().map(|n| n.name.clone()).collect();
+    anyhow::ensure!(
+        names.len() >= 2,
+        "{what} needs two {db} servers; {db} runs on {} alone",
+        names.join(", "),
+        db = db.name(),
+    );
+    Ok(names)
+}
+
+/// The nodes a grudge makes drop (or slow) somebody's packets: those it acts on.
+pub fn acting(grudge: &Grudge) -> Vec<&String> {
+    grudge
+        .iter()
+        .filter(|(_, dropped)| !dropped.is_empty())
+        .map(|(name, _)| name)
+        .collect()
+}
+
 /// A grudge cutting `components` completely from each other.
 pub fn complete(components: &[Vec<String>]) -> Grudge {
     let mut grudge = Grudge::new();

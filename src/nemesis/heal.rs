@@ -59,8 +59,15 @@ async fn heal_node(
     Ok(done)
 }
 
-/// Heals every node at once; an error lists each node that could not be healed.
+/// Heals every node at once, once every command already sent (a fault action whose caller
+/// was interrupted included) has finished, so that none lands after the heal; an error lists
+/// each node that could not be healed.
 pub async fn heal_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
+    let in_flight = control.in_flight();
+    if in_flight > 0 {
+        tracing::info!("waiting for {in_flight} commands in flight before healing");
+    }
+    control.settle().await;
     let heals = control.nodes().iter().map(|n| heal_node(control, db, n));
     let results = futures::future::join_all(heals).await;
     let mut failures = Vec::new();
@@ -89,13 +96,13 @@ pub enum Ending<T> {
     Interrupted(&'static str),
 }
 
-/// How to stop guarded work when a signal arrives.
-pub enum OnSignal {
-    /// Drop the work's future at once.
-    Drop,
-    /// Send `true` here and let the work wind down (heal, record) for up to this long.
-    Cancel(tokio::sync::watch::Sender<bool>, std::time::Duration),
-}
+/// How guarded work is stopped when a signal arrives: `true` is sent on the channel and the
+/// work gets this long to wind down (finish a fault action, heal, record) before it is
+/// dropped; the heal that follows still waits for the commands it had sent.
+pub struct OnSignal(
+    pub tokio::sync::watch::Sender<bool>,
+    pub std::time::Duration,
+);
 
 /// Runs `work` and then heals every node, whether `work` succeeded, failed, panicked or was
 /// interrupted by SIGINT/SIGTERM (which are caught from here on, so a second Ctrl-C cannot
@@ -125,13 +132,83 @@ pub async fn guarded<T>(
         })),
         Err(signal) => {
             eprintln!("{signal} received: healing every node before exiting");
-            if let OnSignal::Cancel(cancel, grace) = on_signal {
-                let _ = cancel.send(true);
-                let _ = tokio::time::timeout(grace, &mut work).await;
-            }
+            let OnSignal(cancel, grace) = on_signal;
+            let _ = cancel.send(true);
+            let _ = tokio::time::timeout(grace, &mut work).await;
             Ending::Interrupted(signal)
         }
     };
     heal_all(control, db).await?;
     Ok(ending)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::control::{HostKeyPolicy, Retry, SshOptions};
+    use crate::db::zookeeper::{ZkConfig, ZooKeeper};
+
+    /// A node whose "sshd" accepts connections and closes each 300 ms later without a word,
+    /// so that every command to it stays in flight for a while and then fails; returns the
+    /// node and the times connections were accepted.
+    fn stalling_node() -> (Node, Arc<Mutex<Vec<Instant>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(Mutex::new(Vec::new()));
+        let log = accepted.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                log.lock().unwrap().push(Instant::now());
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(300));
+                    drop(conn);
+                });
+            }
+        });
+        let node = Node {
+            name: "n1".into(),
+            host: "127.0.0.1".into(),
+            port,
+            user: "root".into(),
+        };
+        (node, accepted)
+    }
+
+    /// The race of a `nemesis run` interrupted mid-start: the start's command was sent, its
+    /// caller dropped, and the heal must not reach the node before that command is over.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_heal_waits_for_a_fault_command_whose_caller_is_gone() {
+        let (node, accepted) = stalling_node();
+        let opts = SshOptions {
+            key: None,
+            known_hosts: "/dev/null".into(),
+            policy: HostKeyPolicy::Strict,
+            connect_timeout: Duration::from_secs(2),
+        };
+        let control = Control::new(vec![node.clone()], opts);
+        let start = control.exec(&node, "iptables -A STAMPEDE ...", Retry::Once);
+        let dropped = tokio::time::timeout(Duration::from_millis(100), start).await;
+        assert!(dropped.is_err(), "the start was cut off mid-command");
+        assert_eq!(control.in_flight(), 1, "its command still runs");
+        let db = ZooKeeper::new(ZkConfig::default(), vec![node]);
+        assert!(
+            heal_all(&control, &db).await.is_err(),
+            "the node cannot be healed"
+        );
+        assert_eq!(control.in_flight(), 0);
+        // Each command tries to connect three times, each try closed 300 ms after it was
+        // accepted; the heal's first try comes only after the start's third was closed
+        // (interleaved, it would come 100 ms after the start's first).
+        let accepted = accepted.lock().unwrap().clone();
+        assert_eq!(accepted.len(), 6, "{accepted:?}");
+        assert!(
+            accepted[3] - accepted[2] >= Duration::from_millis(280),
+            "the heal connected before the start's command was over: {accepted:?}"
+        );
+    }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 pub use clock::ClockConfig;
 pub use heal::{guarded, heal_all, Ending, OnSignal};
-pub use package::{FaultConfig, NemesisConfig};
+pub use package::{load as load_package, Aim, FaultConfig, NemesisConfig};
 pub use packet::NetemConfig;
 pub use partition::{HolderView, Partition, PartitionSpec};
 pub use process::{ProcessFault, ProcessNemesis};
@@ -35,6 +35,11 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait Nemesis: Send + Sync {
     /// The fault kind: `partition`, `kill`, `pause`, `clock` or `packet`.
     fn kind(&self) -> &str;
+    /// What the fault aims at, as the package names it (`leader`, `halves`, `n3`), recorded
+    /// with each start; empty when it has no target.
+    fn target(&self) -> String {
+        String::new()
+    }
     /// Injects the fault.
     fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>>;
     /// Heals the fault injected by the last `start` (a no-op when none is active).

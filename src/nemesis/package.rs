@@ -1,5 +1,7 @@
 //! Nemesis packages: the faults a test takes turns injecting (`nemeses/*.yaml`).
 
+use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -7,8 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use rand::Rng;
 
-use super::{BoxFuture, ClockConfig, HolderView, Nemesis, NetemConfig};
-use crate::control::Control;
+use super::clock::ClockMode;
+use super::partition::PartitionSpec;
+use super::target::Target;
+use super::{BoxFuture, ClockConfig, HolderView, Nemesis, NetemConfig, KINDS};
+use crate::control::{Control, Node};
 use crate::db::Db;
 
 /// A nemesis file: the faults, injected in turn or in a random mix.
@@ -52,6 +57,10 @@ impl Nemesis for RandomMix {
         self.current().kind()
     }
 
+    fn target(&self) -> String {
+        self.current().target()
+    }
+
     fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
         self.current().start()
     }
@@ -88,7 +97,170 @@ fn default_target() -> String {
     "one".into()
 }
 
+/// What is wrong with one field of a package's fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The fault's position in `faults`.
+    pub fault: usize,
+    /// The field: `kind`, `target`, `netem` or `clock`.
+    pub field: &'static str,
+    /// What is wrong, in a sentence.
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "faults[{}].{}: {}", self.fault, self.field, self.message)
+    }
+}
+
+/// The nodes a package's faults are aimed at, for checking targets before anything starts.
+pub struct Aim<'a> {
+    /// Every node under control.
+    pub nodes: &'a [Node],
+    /// The database on them: faults count only on the nodes running it.
+    pub db: &'a dyn Db,
+}
+
+impl FaultConfig {
+    /// Checks every field of this fault: its kind, its target (against `aim`'s nodes and
+    /// database when given; `holders`: whether the workload has lock holders or leaders for
+    /// the target `holder`), and the settings of its kind (their durations' syntax is checked
+    /// when the file is read). The error names the field.
+    pub fn validate(&self, holders: bool, aim: Option<&Aim>) -> Result<(), (&'static str, String)> {
+        let kind = self.kind.as_str();
+        if !KINDS.contains(&kind) {
+            let known = KINDS.join(", ");
+            return Err((
+                "kind",
+                format!("unknown nemesis kind {kind:?} (known: {known})"),
+            ));
+        }
+        let slow = kind == "packet" && self.netem.as_ref().is_some_and(|n| n.slow_partition);
+        let between = match kind {
+            "partition" => Some("a partition"),
+            _ if slow => Some("a slow partition"),
+            _ => None,
+        };
+        if let (Some(aim), Some(what)) = (aim, between) {
+            super::grudge::between_servers(aim.db, aim.nodes, what)
+                .map_err(|e| ("kind", format!("{e:#}")))?;
+        }
+        let target = match (kind, self.target.as_str()) {
+            ("partition", "holder") if !holders => {
+                let why = "target holder: only lock and election workloads have holders";
+                return Err(("target", why.to_string()));
+            }
+            ("partition", "holder") => None,
+            (_, "holder") => {
+                return Err(("target", "target holder is for partitions only".to_string()))
+            }
+            ("partition", text) => match PartitionSpec::parse(text) {
+                Ok(PartitionSpec::Isolate(target)) => Some(target),
+                Ok(_) => None,
+                Err(e) => return Err(("target", format!("{e:#}"))),
+            },
+            (_, text) => Some(
+                text.parse::<Target>()
+                    .map_err(|e| ("target", format!("{e:#}")))?,
+            ),
+        };
+        if let (Some(target), Some(aim)) = (target, aim) {
+            let servers = crate::db::servers(aim.db, aim.nodes);
+            target
+                .check(aim.nodes, &servers, aim.db.name())
+                .map_err(|e| ("target", e))?;
+        }
+        if let Some(netem) = &self.netem {
+            if kind != "packet" {
+                return Err((
+                    "netem",
+                    "only packet faults take netem settings".to_string(),
+                ));
+            }
+            netem
+                .netem_args()
+                .map_err(|e| ("netem", format!("{e:#}")))?;
+        }
+        match (&self.clock, kind) {
+            (Some(_), k) if k != "clock" => {
+                Err(("clock", "only clock faults take clock settings".to_string()))
+            }
+            (Some(c), _) if c.mode == ClockMode::Strobe && c.period.0.is_zero() => {
+                Err(("clock", "a strobe needs a period above 0".to_string()))
+            }
+            (Some(c), _) if c.mode != ClockMode::Reset && c.delta_ms == 0 => Err((
+                "clock",
+                "delta_ms 0 moves no clock; give the jump in milliseconds".to_string(),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The line (from 1) of field `field` of fault `fault` in a nemesis file's text, as far as
+/// block or one-line flow YAML shows it: the field's own line, else the fault's line.
+fn line_of(text: &str, fault: usize, field: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let meaningful = |l: &&str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
+    let top = lines.iter().position(|l| l.starts_with("faults:"))?;
+    let end = (top + 1..lines.len())
+        .find(|&i| meaningful(&lines[i]) && indent(lines[i]) == 0)
+        .unwrap_or(lines.len());
+    let items: Vec<usize> = (top + 1..end)
+        .filter(|&i| lines[i].trim_start().starts_with('-'))
+        .collect();
+    let Some(&first) = items.get(fault) else {
+        return Some(top + 1);
+    };
+    let last = items.get(fault + 1).copied().unwrap_or(end);
+    let key = format!("{field}:");
+    let on_line = |i: usize| {
+        let content = lines[i].trim_start().trim_start_matches('-').trim_start();
+        content.starts_with(&key)
+            || content.contains(&format!(" {key}"))
+            || content.contains(&format!("{{{key}"))
+    };
+    let at = (first..last).find(|&i| on_line(i)).unwrap_or(first);
+    Some(at + 1)
+}
+
+/// Reads the nemesis package at `path` and checks every field of its faults
+/// ([`FaultConfig::validate`]); an error is one line, `file:line: faults[i].field: what`.
+pub fn load(path: &Path, holders: bool, aim: Option<&Aim>) -> anyhow::Result<NemesisConfig> {
+    let cfg: NemesisConfig = crate::config::load(path)?;
+    cfg.check(path, holders, aim)?;
+    Ok(cfg)
+}
+
 impl NemesisConfig {
+    /// Checks every fault of this package, loaded from `path`, naming the file and line of
+    /// the first field that is wrong.
+    pub fn check(&self, path: &Path, holders: bool, aim: Option<&Aim>) -> anyhow::Result<()> {
+        let Err(e) = self.validate(holders, aim) else {
+            return Ok(());
+        };
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        match line_of(&text, e.fault, e.field) {
+            Some(line) => anyhow::bail!("{}:{line}: {e}", path.display()),
+            None => anyhow::bail!("{}: {e}", path.display()),
+        }
+    }
+
+    /// Checks every fault ([`FaultConfig::validate`]); the error names the first bad field.
+    pub fn validate(&self, holders: bool, aim: Option<&Aim>) -> Result<(), FieldError> {
+        for (fault, f) in self.faults.iter().enumerate() {
+            f.validate(holders, aim)
+                .map_err(|(field, message)| FieldError {
+                    fault,
+                    field,
+                    message,
+                })?;
+        }
+        Ok(())
+    }
+
     /// Builds the package's nemeses; an error names the fault that is wrong.
     pub fn build(
         &self,
@@ -156,7 +328,11 @@ mod tests {
         let mut seen = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            let cfg: NemesisConfig = crate::config::load(&path).unwrap_or_else(|e| panic!("{e:#}"));
+            let aim = Aim {
+                nodes: control.nodes(),
+                db: db.as_ref(),
+            };
+            let cfg = load(&path, true, Some(&aim)).unwrap_or_else(|e| panic!("{e:#}"));
             let built = cfg
                 .build(&control, db.clone(), None)
                 .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
@@ -200,6 +376,106 @@ mod tests {
             "faults:\n  - kind: clock\n    clok: {}\n"
         )
         .is_err());
+    }
+
+    /// Loads `yaml` as a package file against `db` on three nodes; the error, if any.
+    fn load_error(yaml: &str, holders: bool, keeperd: bool) -> Option<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let nodes = crate::control::test_nodes(3);
+        let db: Box<dyn Db> = match keeperd {
+            true => Box::new(crate::db::keeperd::Keeperd::new(Default::default(), &nodes).unwrap()),
+            false => Box::new(ZooKeeper::new(ZkConfig::default(), nodes.clone())),
+        };
+        let aim = Aim {
+            nodes: &nodes,
+            db: db.as_ref(),
+        };
+        load(&path, holders, Some(&aim))
+            .err()
+            .map(|e| format!("{e:#}").replace(&path.display().to_string(), "x.yaml"))
+    }
+
+    #[test]
+    fn a_mistyped_kind_target_or_duration_is_named_by_file_and_line() {
+        let err = |yaml| load_error(yaml, false, false).expect("refused");
+        assert_eq!(
+            err("faults:\n  - kind: partition\n    target: halves\n  - kind: kil\n    target: one\n"),
+            "x.yaml:4: faults[1].kind: unknown nemesis kind \"kil\" (known: partition, kill, pause, \
+             clock, packet)"
+        );
+        assert_eq!(
+            err("# comment\nfaults:\n  - kind: kill\n    target: sideways\n"),
+            "x.yaml:4: faults[0].target: unknown target \"sideways\": not a node (nodes: n1, n2, \
+             n3) nor one of one, minority, majority, all, leader, follower"
+        );
+        assert!(err("faults:\n  - kind: partition\n    target: sideways\n")
+            .starts_with("x.yaml:3: faults[0].target: unknown target \"sideways\""));
+        assert!(err("faults: [{kind: pause, target: n7}]\n")
+            .starts_with("x.yaml:1: faults[0].target: unknown target \"n7\""));
+        let period = err("faults:\n  - kind: clock\n    clock: {mode: strobe, period: 1}\n");
+        assert!(
+            period.starts_with("x.yaml:3:")
+                && period.contains("faults[0].clock.period: invalid duration `1`"),
+            "{period}"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: clock\n    clock: {mode: strobe, period: 0s}\n"),
+            "x.yaml:3: faults[0].clock: a strobe needs a period above 0"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: kill\n    netem: {delay: 5ms}\n"),
+            "x.yaml:3: faults[0].netem: only packet faults take netem settings"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: packet\n    netem: {loss: 120}\n"),
+            "x.yaml:3: faults[0].netem: netem loss 120 is not a percentage from 0 to 100"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: partition\n    target: holder\n"),
+            "x.yaml:3: faults[0].target: target holder: only lock and election workloads have \
+             holders"
+        );
+        assert_eq!(
+            load_error(
+                "faults:\n  - {kind: partition, target: holder}\n",
+                true,
+                false
+            ),
+            None
+        );
+        assert_eq!(
+            load_error("faults:\n  - kind: kill\n    target: n2\n", false, false),
+            None
+        );
+    }
+
+    #[test]
+    fn targets_must_reach_a_node_running_the_database() {
+        let err = |yaml| load_error(yaml, true, true).expect("refused");
+        assert_eq!(
+            err("faults:\n  - kind: partition\n    target: halves\n"),
+            "x.yaml:2: faults[0].kind: a partition needs two keeperd servers; keeperd runs on n1 \
+             alone"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: kill\n  - kind: pause\n    target: n2\n"),
+            "x.yaml:4: faults[1].target: target \"n2\" runs no keeperd server (keeperd runs on n1)"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: clock\n    target: follower\n"),
+            "x.yaml:3: faults[0].target: target follower needs two keeperd servers; keeperd runs \
+             on n1 alone"
+        );
+        assert_eq!(
+            load_error(
+                "faults:\n  - {kind: kill, target: leader}\n  - {kind: pause, target: minority}\n",
+                false,
+                true
+            ),
+            None
+        );
     }
 
     /// A fault that does nothing but answer to its name.

@@ -207,7 +207,7 @@ impl PacketNemesis {
     ) -> anyhow::Result<(Vec<(Node, Option<Vec<Node>>)>, serde_json::Value)> {
         let nodes = self.control.nodes();
         if self.netem.slow_partition {
-            let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+            let names = grudge::between_servers(self.db.as_ref(), nodes, "a slow partition")?;
             let grudge = grudge::compute(&Shape::Halves, &names, &mut rand::thread_rng());
             let plan = grudge
                 .iter()
@@ -226,7 +226,9 @@ impl PacketNemesis {
                     (node, Some(peers))
                 })
                 .collect();
-            return Ok((plan, json!({ "netem": args, "slow": grudge })));
+            let shaped = grudge::acting(&grudge);
+            let value = json!({ "netem": args, "slow": grudge, "nodes": shaped });
+            return Ok((plan, value));
         }
         let hit = self.target.pick(nodes, self.db.as_ref()).await?;
         let names: Vec<&str> = hit.iter().map(|n| n.name.as_str()).collect();
@@ -293,6 +295,13 @@ impl PacketNemesis {
 impl Nemesis for PacketNemesis {
     fn kind(&self) -> &str {
         "packet"
+    }
+
+    fn target(&self) -> String {
+        match self.netem.slow_partition {
+            true => "halves".to_string(),
+            false => self.target.to_string(),
+        }
     }
 
     fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {

@@ -61,12 +61,25 @@ impl PartitionSpec {
     }
 }
 
-/// Partitions the network while active.
+/// Partitions the network between the nodes running the database while active.
 pub struct Partition {
     control: Control,
     db: Arc<dyn Db>,
     spec: PartitionSpec,
     active: Mutex<Option<Grudge>>,
+}
+
+impl std::fmt::Display for PartitionSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PartitionSpec::Shape(Shape::Halves) => f.write_str("halves"),
+            PartitionSpec::Shape(Shape::MajoritiesRing) => f.write_str("majorities-ring"),
+            PartitionSpec::Shape(Shape::Bridge) => f.write_str("bridge"),
+            PartitionSpec::Shape(Shape::Isolate(cut)) => f.write_str(&cut.join(",")),
+            PartitionSpec::Isolate(target) => write!(f, "{target}"),
+            PartitionSpec::IsolateHolder(_) => f.write_str("holder"),
+        }
+    }
 }
 
 impl Partition {
@@ -80,9 +93,11 @@ impl Partition {
         }
     }
 
+    /// Who drops whose packets, over the nodes running the database only (a partition
+    /// between other nodes touches nothing under test).
     async fn grudge(&self) -> anyhow::Result<Grudge> {
         let nodes = self.control.nodes();
-        let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+        let names = grudge::between_servers(self.db.as_ref(), nodes, "a partition")?;
         let shape = match &self.spec {
             PartitionSpec::Shape(shape) => shape.clone(),
             PartitionSpec::Isolate(target) => {
@@ -90,7 +105,11 @@ impl Partition {
                 Shape::Isolate(cut.into_iter().map(|n| n.name).collect())
             }
             PartitionSpec::IsolateHolder(view) => match view.holder_node() {
-                Some(node) => Shape::Isolate(vec![node]),
+                Some(node) if names.contains(&node) => Shape::Isolate(vec![node]),
+                Some(node) => anyhow::bail!(
+                    "target holder: the holder's node {node} runs no {} server",
+                    self.db.name()
+                ),
                 None => anyhow::bail!("target holder: no client holds the lock or leads right now"),
             },
         };
@@ -118,9 +137,14 @@ impl Nemesis for Partition {
         "partition"
     }
 
+    fn target(&self) -> String {
+        self.spec.to_string()
+    }
+
     fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
         Box::pin(async move {
             let grudge = self.grudge().await?;
+            let cut = grudge::acting(&grudge);
             let nodes = self.control.nodes();
             let applies = grudge
                 .iter()
@@ -137,7 +161,7 @@ impl Nemesis for Partition {
             for result in futures::future::join_all(applies).await {
                 result.context("cannot apply the partition")?;
             }
-            Ok(json!({ "grudge": grudge }))
+            Ok(json!({ "grudge": grudge, "nodes": cut }))
         })
     }
 

@@ -58,12 +58,35 @@ impl Nemesis for ProcessNemesis {
         }
     }
 
+    fn target(&self) -> String {
+        self.target.to_string()
+    }
+
+    /// Kills or pauses the server on each picked node that runs one; the value lists them
+    /// (a node whose server was not running is left out: nothing was done to it).
     fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
         Box::pin(async move {
-            let nodes = self
+            let picked = self
                 .target
                 .pick(self.control.nodes(), self.db.as_ref())
                 .await?;
+            let running = picked.iter().map(|node| async move {
+                self.db
+                    .is_running(&self.control, node)
+                    .await
+                    .map(|up| up.then(|| node.clone()))
+            });
+            let mut nodes = Vec::new();
+            for result in futures::future::join_all(running).await {
+                nodes.extend(result?);
+            }
+            anyhow::ensure!(
+                !nodes.is_empty(),
+                "no {} server was running on {} to {}",
+                self.db.name(),
+                Self::names(&picked).join(", "),
+                self.kind()
+            );
             self.hit
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

@@ -9,6 +9,23 @@ use rand::seq::SliceRandom;
 use crate::control::Node;
 use crate::db::{self, Db};
 
+/// How long a fault aimed at the leader waits for one (an election may be under way).
+const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The leader among `nodes`, waiting up to `limit` for one to be elected.
+async fn leader_within(db: &dyn Db, nodes: &[Node], limit: std::time::Duration) -> Option<Node> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(leader) = db::leader(db, nodes).await {
+            return Some(leader);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
 /// A choice of nodes, made when the fault starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -60,8 +77,44 @@ impl fmt::Display for Target {
 }
 
 impl Target {
-    /// Picks the nodes, asking the database for the leader where needed.
+    /// Checks, before anything starts, that the target can pick a node running the database:
+    /// a named node must be one of `servers` (the nodes of `nodes` running `db_name`), and a
+    /// follower needs two servers. The error is a sentence naming what is wrong.
+    pub fn check(&self, nodes: &[Node], servers: &[Node], db_name: &str) -> Result<(), String> {
+        let names = |list: &[Node]| {
+            list.iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Target::Named(name) if !nodes.iter().any(|n| &n.name == name) => Err(format!(
+                "unknown target {name:?}: not a node (nodes: {}) nor one of {}",
+                names(nodes),
+                Target::WORDS.join(", ")
+            )),
+            Target::Named(name) if !servers.iter().any(|n| &n.name == name) => Err(format!(
+                "target {name:?} runs no {db_name} server ({db_name} runs on {})",
+                names(servers)
+            )),
+            Target::Follower if servers.len() < 2 => Err(format!(
+                "target follower needs two {db_name} servers; {db_name} runs on {} alone",
+                names(servers)
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The words a target can be besides a node name.
+    pub const WORDS: [&'static str; 6] =
+        ["one", "minority", "majority", "all", "leader", "follower"];
+
+    /// Picks among the nodes running the database, asking it for the leader where needed (a
+    /// lone standalone server counts as the leader).
     pub async fn pick(&self, nodes: &[Node], db: &dyn Db) -> anyhow::Result<Vec<Node>> {
+        let servers = db::servers(db, nodes);
+        anyhow::ensure!(!servers.is_empty(), "no node runs {}", db.name());
+        let nodes = servers.as_slice();
         let mut shuffled = nodes.to_vec();
         shuffled.shuffle(&mut rand::thread_rng());
         let n = nodes.len();
@@ -70,9 +123,12 @@ impl Target {
             Target::Minority => shuffled[..(n.saturating_sub(1) / 2).max(1).min(n)].to_vec(),
             Target::Majority => shuffled[..(n / 2 + 1).min(n)].to_vec(),
             Target::All => nodes.to_vec(),
-            Target::Leader => match db::leader(db, nodes).await {
+            Target::Leader => match leader_within(db, nodes, LEADER_WAIT).await {
                 Some(leader) => vec![leader],
-                None => bail!("target leader: no node leads right now"),
+                None => bail!(
+                    "target leader: no node led within {} s",
+                    LEADER_WAIT.as_secs()
+                ),
             },
             Target::Follower => {
                 let leader = db::leader(db, nodes).await;
@@ -89,7 +145,12 @@ impl Target {
                 Some(node) => vec![node.clone()],
                 None => {
                     let known: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-                    bail!("target {name:?}: no such node (nodes: {}; or one, minority, majority, all, leader, follower)", known.join(", "))
+                    bail!(
+                        "target {name:?}: no {} server on such a node (servers: {}; or {})",
+                        db.name(),
+                        known.join(", "),
+                        Target::WORDS.join(", ")
+                    )
                 }
             },
         })

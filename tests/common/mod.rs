@@ -215,6 +215,22 @@ fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
 }
 
+/// The keeperd binary cargo built for this workspace, next to the test's own directory.
+pub fn keeperd_binary() -> String {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps");
+    let binary = dir.join("keeperd");
+    assert!(
+        binary.exists(),
+        "{} is missing: run the tests with --workspace",
+        binary.display()
+    );
+    binary.display().to_string()
+}
+
 /// Does nothing (for `setup` or `after_each` when a target needs none).
 pub fn nothing(_: &TestCluster) {}
 

@@ -1,11 +1,14 @@
-//! Jepsen EDN histories: a vector of op maps, or one op map per line.
+//! Jepsen EDN histories: one list or vector of op maps (as Clojure's `pr` writes a history),
+//! or one op map per line (Jepsen's `history.edn`).
 //!
 //! A small hand-written EDN reader covers what Jepsen writes: `;` comments, `#_` discards,
 //! commas as whitespace, `nil`, booleans, integers, floats, strings, characters, keywords,
 //! symbols, lists, vectors, sets, maps and tagged forms such as `#jepsen.history.Op{...}`
-//! (read as the map they tag). Op maps become [`Op`]s: `:type`, `:process` (an integer or
-//! `:nemesis`), `:f` and `:value` are read; `:time` (ns), `:index`, `:error`, `:node`, `:zxid`
-//! and `:version` are kept; other keys are ignored.
+//! (read as the map they tag). Op maps become [`Op`]s: `:type`, `:process`, `:f` and `:value`
+//! are read; `:time` (ns), `:index`, `:error`, `:node`, `:zxid` and `:version` are kept; other
+//! keys are ignored. As in Jepsen (`jepsen.history/client-op?`), a process is a client when it
+//! is an integer; any other (`:nemesis`, another keyword, a string) is the fault injector's:
+//! loaded and counted, never checked against a model.
 //!
 //! Independent-key histories (`jepsen.independent`) carry `[key value]` tuples as values. A
 //! history is read as one when every client invocation and `ok`/`fail` completion has a
@@ -208,16 +211,20 @@ pub fn parse(text: &str) -> Result<Vec<Op>> {
 /// (for error messages).
 pub fn read_value(text: &str, line: usize, column: usize) -> Result<Edn> {
     let mut reader = Reader::new(text, line, column);
-    reader.skip_ws()?;
-    if reader.peek().is_none() {
-        bail!("line {line}, column {column}: expected an EDN value, found nothing");
-    }
-    let value = reader.read(0)?;
+    let value = reader.read_one()?;
     reader.skip_ws()?;
     if reader.peek().is_some() {
         return Err(reader.error_at(reader.here(), "unexpected text after the value"));
     }
     Ok(value)
+}
+
+/// Reads the EDN form at the start of `text` (after any whitespace), which starts at `line` and
+/// `column` of its file; returns it and the rest of `text` after it.
+pub fn read_first(text: &str, line: usize, column: usize) -> Result<(Edn, &str)> {
+    let mut reader = Reader::new(text, line, column);
+    let value = reader.read_one()?;
+    Ok((value, &text[reader.pos..]))
 }
 
 /// One operation as read from a Jepsen file, before keys, indices and times are settled.
@@ -322,12 +329,16 @@ pub fn op_type(v: &Edn) -> Result<OpType> {
     }
 }
 
-/// Reads a process: a non-negative integer or `:nemesis`.
+/// Reads a process: a non-negative integer is a client; a keyword (`:nemesis`) or string is
+/// the fault injector's.
 pub fn process_of(v: &Edn) -> Result<Process> {
     match v {
         Edn::Int(p) if *p >= 0 => Ok(Process::Client(*p as u64)),
-        Edn::Keyword(k) if k == "nemesis" => Ok(Process::NEMESIS),
-        _ => bail!("unsupported :process {v} (expected a non-negative integer or :nemesis)"),
+        Edn::Keyword(_) | Edn::Str(_) => Ok(Process::NEMESIS),
+        _ => bail!(
+            "unsupported :process {v} (expected a non-negative integer, or a keyword such as \
+             :nemesis)"
+        ),
     }
 }
 
@@ -525,6 +536,15 @@ impl<'a> Reader<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Skips whitespace and reads one form, which must be there.
+    fn read_one(&mut self) -> Result<Edn> {
+        self.skip_ws()?;
+        if self.peek().is_none() {
+            return Err(self.error_at(self.here(), "expected an EDN value, found nothing"));
+        }
+        self.read(0)
     }
 
     /// Reads one form; whitespace before it must already be skipped.
@@ -899,6 +919,10 @@ mod tests {
         assert!(err
             .to_string()
             .starts_with("line 1: unsupported :process -1"));
+        let err = parse("{:type :invoke :f :read :process 1.5}").unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with("line 1: unsupported :process 1.5"));
         let err = parse("[{:type :invoke :f :read :process 0}] {}").unwrap_err();
         assert!(err.to_string().starts_with("line 1, column 39:"), "{err}");
     }

@@ -1,16 +1,19 @@
-//! Jepsen's `jepsen.util` log lines: one operation per line, as Jepsen logs them while a
-//! test runs.
+//! Jepsen's `jepsen.util` log lines, one operation per line as Jepsen logs them while a test
+//! runs, and Jepsen's `history.txt` (the same lines without the logger's prefix).
 //!
 //! An op line is a line from the `jepsen.util` logger (`INFO  jepsen.util - ` in old logs,
 //! `... jepsen.util: ` with logback's default layout) whose message starts with a process (an
-//! integer or `:nemesis`); its message is `<process>\t:<type>\t<f>\t<value>` with an optional
-//! `\t<error>`, the value written as EDN. Every such line must parse, or the whole file is
-//! rejected with an error that names the line; lines of other loggers and `jepsen.util`
-//! messages that do not start with a process (e.g. stack traces, progress messages) are not
-//! operations and are skipped. A timestamp at the start of the line
-//! (`2017-03-07 14:39:59,339`) becomes the op's time, relative to the first op line; without
-//! one, ops are timed by position. Keys of independent histories are split off as in
-//! [`super::edn`].
+//! integer, or a keyword such as `:nemesis`); its message is `<process> :<type> <f> <value>`
+//! and optionally an error, the fields separated by tabs as Jepsen writes them or by any run of
+//! whitespace as reformatted logs have them (as Jepsen's log readers and Porcupine's test
+//! parser split them). The value is one EDN form, so it may hold spaces (`[1 4]`); whatever
+//! follows it is the error. Every such line must parse, or the whole file is rejected with an
+//! error that names the line; lines of other loggers and `jepsen.util` messages that do not
+//! start with a process (e.g. stack traces, progress messages) are not operations and are
+//! skipped. A file without any `jepsen.util` line is a `history.txt`: every line that is not
+//! blank must be an op line. A timestamp at the start of the line (`2017-03-07 14:39:59,339`)
+//! becomes the op's time, relative to the first op line; without one, ops are timed by
+//! position. Keys of independent histories are split off as in [`super::edn`].
 
 use anyhow::{anyhow, bail, Result};
 
@@ -20,16 +23,19 @@ use crate::history::Op;
 /// The markers that introduce a `jepsen.util` log message, old layout and logback's.
 const MARKERS: [&str; 2] = ["jepsen.util - ", "jepsen.util: "];
 
-/// Parses the operations logged in a Jepsen log.
+/// Parses the operations logged in a Jepsen log or `history.txt`.
 pub fn parse(text: &str) -> Result<Vec<Op>> {
+    let logged = text.lines().any(|line| util_message(line).is_some());
     let mut raws = Vec::new();
     let mut first_ms = None;
     for (i, line) in text.lines().enumerate() {
         let number = i + 1;
-        let Some((prefix, message)) = util_message(line) else {
-            continue;
+        let (prefix, message) = match util_message(line) {
+            Some(split) => split,
+            None if logged || line.trim().is_empty() => continue,
+            None => ("", line.trim_end_matches('\r')),
         };
-        if !starts_with_process(message) {
+        if logged && !starts_with_process(message) {
             continue;
         }
         let column = line.len() - message.len() + 1;
@@ -50,6 +56,15 @@ pub fn parse(text: &str) -> Result<Vec<Op>> {
     edn::finish(raws)
 }
 
+/// Whether `line` is an op line of `history.txt`: a process, then an op type keyword.
+pub fn is_op_message(line: &str) -> bool {
+    let mut fields = line.split_whitespace();
+    starts_with_process(line)
+        && fields
+            .nth(1)
+            .is_some_and(|t| matches!(t, ":invoke" | ":ok" | ":fail" | ":info"))
+}
+
 /// Splits a `jepsen.util` log line into the text before the marker and the message.
 fn util_message(line: &str) -> Option<(&str, &str)> {
     MARKERS.iter().find_map(|marker| {
@@ -62,46 +77,56 @@ fn util_message(line: &str) -> Option<(&str, &str)> {
     })
 }
 
-/// Whether a message starts with a process: digits or `:nemesis`, then a tab or space.
+/// Whether a message starts with a process (digits or a keyword), then more fields.
 fn starts_with_process(message: &str) -> bool {
-    let first = message.split(['\t', ' ']).next().unwrap_or("");
-    first == ":nemesis" || (!first.is_empty() && first.bytes().all(|b| b.is_ascii_digit()))
+    let mut fields = message.split_whitespace();
+    let Some(first) = fields.next() else {
+        return false;
+    };
+    let keyword = first.len() > 1 && first.starts_with(':');
+    (keyword || first.bytes().all(|b| b.is_ascii_digit())) && fields.next().is_some()
 }
 
-/// Reads `<process>\t<type>\t<f>\t<value>[\t<error>]` from line `number`, whose message
-/// starts at `column`.
+/// Reads `<process> <type> <f> <value> [<error>]` from line `number`, whose message starts at
+/// `column`.
 fn op_line(number: usize, column: usize, message: &str) -> Result<RawOp> {
-    let fields: Vec<&str> = message.splitn(5, '\t').collect();
-    if fields.len() < 4 {
+    let mut rest = message;
+    let mut at = column;
+    let mut fields = Vec::with_capacity(3);
+    for _ in 0..3 {
+        let skipped = rest.len() - rest.trim_start().len();
+        at += rest[..skipped].chars().count();
+        rest = &rest[skipped..];
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        fields.push(edn::read_value(&rest[..end], number, at)?);
+        at += rest[..end].chars().count();
+        rest = &rest[end..];
+    }
+    if fields.len() < 3 || rest.trim().is_empty() {
         bail!(
             "line {number}: a jepsen.util op line needs <process>, <type>, <f> and <value> \
-             separated by tabs, found {} field(s)",
-            fields.len()
+             separated by whitespace, found {} field(s)",
+            fields.len() + usize::from(!rest.trim().is_empty())
         );
     }
-    let mut field_column = column;
-    let mut values = Vec::with_capacity(4);
-    for field in &fields[..4] {
-        values.push(edn::read_value(field, number, field_column)?);
-        field_column += field.chars().count() + 1;
-    }
-    let at = |e: anyhow::Error| anyhow!("line {number}: {e}");
-    let kind = edn::op_type(&values[1]).map_err(at)?;
-    let process = edn::process_of(&values[0]).map_err(at)?;
-    let f = match &values[2] {
+    let (value, after) = edn::read_first(rest, number, at)?;
+    let at_line = |e: anyhow::Error| anyhow!("line {number}: {e}");
+    let kind = edn::op_type(&fields[1]).map_err(at_line)?;
+    let process = edn::process_of(&fields[0]).map_err(at_line)?;
+    let f = match &fields[2] {
         Edn::Keyword(name) | Edn::Symbol(name) | Edn::Str(name) => name.clone(),
         other => bail!("line {number}: the op's f must be a keyword, found {other}"),
     };
-    let error = fields
-        .get(4)
-        .map(|e| e.trim().to_string())
-        .filter(|e| !e.is_empty());
+    let error = Some(after.trim().to_string()).filter(|e| !e.is_empty());
     Ok(RawOp {
         line: number,
         kind,
         process,
         f,
-        value: values.swap_remove(3),
+        value,
         index: None,
         time: None,
         error,
@@ -166,8 +191,8 @@ mod tests {
     const OLD: &str = include_str!("../../../tests/fixtures/checker/jepsen-log/old-layout.log");
     const BAD_VALUE: &str =
         include_str!("../../../tests/fixtures/checker/jepsen-log/malformed-value.log");
-    const BAD_SEPARATORS: &str =
-        include_str!("../../../tests/fixtures/checker/jepsen-log/malformed-separators.log");
+    const MISSING_VALUE: &str =
+        include_str!("../../../tests/fixtures/checker/jepsen-log/malformed-missing-value.log");
 
     #[test]
     fn logback_layout_parses_ops_and_times() {
@@ -241,9 +266,9 @@ mod tests {
             err.starts_with("line 2, column 36: unclosed collection"),
             "{err}"
         );
-        let err = parse(BAD_SEPARATORS).unwrap_err().to_string();
+        let err = parse(MISSING_VALUE).unwrap_err().to_string();
         assert!(
-            err.starts_with("line 3: a jepsen.util op line needs"),
+            err.starts_with("line 3: a jepsen.util op line needs") && err.contains("found 3"),
             "{err}"
         );
         let err = parse("INFO  jepsen.util - 0\t:begin\t:read\tnil").unwrap_err();
@@ -252,6 +277,39 @@ mod tests {
                 .starts_with("line 1: unknown op :type :begin"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn fields_aligned_with_spaces_split_on_whitespace_and_values_keep_theirs() {
+        use super::*;
+        use crate::history::{OpType, Process};
+        use serde_json::json;
+        let log = "INFO  jepsen.util - 1   :invoke :write  3\n\
+                   INFO  jepsen.util - 12  :invoke :cas    [1 4]\n\
+                   INFO  jepsen.util - 1   :ok     :write  3\n\
+                   INFO  jepsen.util - 12  :info   :cas    [1 4]   indeterminate: timed out\n\
+                   INFO  jepsen.util - :nemesis :info :start   {:n1 [:n2 :n3]}\n";
+        let ops = parse(log).unwrap();
+        assert_eq!(ops.len(), 5);
+        assert_eq!(ops[1].process, Process::Client(12));
+        assert_eq!(ops[1].value, json!([1, 4]));
+        assert_eq!(ops[3].kind, OpType::Info);
+        assert_eq!(ops[3].value, json!([1, 4]));
+        assert_eq!(ops[3].error.as_deref(), Some("indeterminate: timed out"));
+        assert_eq!(ops[4].process, Process::NEMESIS);
+        assert_eq!(ops[4].value, json!({"n1": ["n2", "n3"]}));
+    }
+
+    #[test]
+    fn history_txt_without_logger_prefix_parses_every_line() {
+        use super::*;
+        use crate::history::OpType;
+        let text = "0\t:invoke\t:read\tnil\n0\t:ok\t:read\t3\n\n:nemesis\t:info\t:start\tnil\n";
+        let ops = parse(text).unwrap();
+        assert_eq!(ops.len(), 3);
+        assert_eq!(ops[1].kind, OpType::Ok);
+        let err = parse("0 :invoke :read nil\nhello there\n").unwrap_err();
+        assert!(err.to_string().starts_with("line 2"), "{err}");
     }
 
     #[test]

@@ -18,9 +18,10 @@ pub enum Format {
     Auto,
     /// stampede's JSON lines.
     Jsonl,
-    /// A Jepsen EDN history: a vector of op maps, or one map per line.
+    /// A Jepsen EDN history: a list or vector of op maps, or one map per line.
     Edn,
-    /// `jepsen.util` log lines.
+    /// `jepsen.util` log lines, or Jepsen's `history.txt` (the same lines without the
+    /// logger's prefix).
     JepsenLog,
 }
 
@@ -42,7 +43,8 @@ impl FromStr for Format {
 
 /// Guesses the format of a history: a log line of `jepsen.util` anywhere among the first
 /// lines makes it a Jepsen log; otherwise the first line that is neither blank nor a comment
-/// tells JSON lines (`{"`) from EDN (`[` or `{`).
+/// tells JSON lines (`{"`) from EDN (`(`, `[`, `{` or a tagged `#...{`) and from a
+/// `history.txt` op line (`<process> :<type> ...`).
 pub fn detect(text: &str) -> anyhow::Result<Format> {
     let mut lines = text
         .lines()
@@ -61,8 +63,11 @@ pub fn detect(text: &str) -> anyhow::Result<Format> {
     if line.starts_with("{\"") || line.starts_with("{ \"") {
         return Ok(Format::Jsonl);
     }
-    if line.starts_with('[') || line.starts_with('{') {
+    if line.starts_with(['(', '[', '{', '#']) {
         return Ok(Format::Edn);
+    }
+    if jepsen_log::is_op_message(line) {
+        return Ok(Format::JepsenLog);
     }
     let shown: String = line.chars().take(60).collect();
     anyhow::bail!(
@@ -110,6 +115,19 @@ mod tests {
         assert_eq!(
             detect("{:type :invoke, :f :read, :process 0}").unwrap(),
             Format::Edn
+        );
+        assert_eq!(
+            detect("({:type :invoke, :f :read, :process 0})").unwrap(),
+            Format::Edn
+        );
+        assert_eq!(
+            detect("#jepsen.history.Op{:index 0, :type :invoke}").unwrap(),
+            Format::Edn
+        );
+        assert_eq!(detect("3\t:invoke\t:read\tnil").unwrap(), Format::JepsenLog);
+        assert_eq!(
+            detect(":nemesis :info :start nil").unwrap(),
+            Format::JepsenLog
         );
         let log = "INFO  jepsen.util - 0\t:invoke\t:read\tnil";
         assert_eq!(detect(log).unwrap(), Format::JepsenLog);

@@ -1,10 +1,14 @@
 //! The sequential specifications a history can be checked against.
 
+pub mod multi_register;
 pub mod mutex;
+pub mod queue;
 pub mod register;
 pub mod versioned_register;
 
+pub use multi_register::MultiRegister;
 pub use mutex::{FencedMutex, Mutex};
+pub use queue::{FifoQueue, UnorderedQueue};
 pub use register::Register;
 pub use versioned_register::VersionedRegister;
 
@@ -33,6 +37,32 @@ impl FromStr for FailedCas {
             "mismatch" => Ok(FailedCas::Mismatch),
             _ => Err(format!(
                 "unknown failed-cas reading {s:?}: expected ignore or mismatch"
+            )),
+        }
+    }
+}
+
+/// What a completed read that returned nil tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NilRead {
+    /// Nothing: the read is consistent with any state (Knossos's reading: Jepsen clients
+    /// complete a read without a value when they could not tell).
+    Any,
+    /// That the register was nil (stampede's reading: its register workload reads a znode's
+    /// empty data as nil).
+    #[default]
+    Value,
+}
+
+impl FromStr for NilRead {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<NilRead, String> {
+        match s {
+            "any" => Ok(NilRead::Any),
+            "value" => Ok(NilRead::Value),
+            _ => Err(format!(
+                "unknown nil-read reading {s:?}: expected any or value"
             )),
         }
     }

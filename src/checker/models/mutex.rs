@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::super::calls::{Call, Outcome};
 use super::super::model::{Model, Prepared};
 use super::register::by_outcome;
-use super::unknown_f;
+use super::{unknown_f, Known};
 
 /// One lock operation; an acquisition carries its fencing token when the model has them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,26 +16,35 @@ pub enum LockOp {
     Release,
 }
 
-/// `mutex`: acquire succeeds only when free, release only when held.
+/// `mutex` (Knossos's): acquire succeeds only when free, release only when held. The state is
+/// whether it is held.
 #[derive(Debug, Clone, Default)]
 pub struct Mutex;
 
 impl Model for Mutex {
     type Op = LockOp;
-    type State = bool;
+    type State = Known<bool>;
 
-    fn init(&self) -> bool {
-        false
+    fn init(&self) -> Known<bool> {
+        Known::Is(false)
+    }
+
+    fn any_state(&self) -> Option<Known<bool>> {
+        Some(Known::Any)
     }
 
     fn prepare(&self, call: &Call<'_>) -> Result<Prepared<LockOp>, String> {
         prepare_lock("mutex", call, |_| Ok(None))
     }
 
-    fn step(&self, held: &bool, op: &LockOp) -> Option<bool> {
+    fn finitely_many_states(&self) -> bool {
+        true
+    }
+
+    fn step(&self, held: &Known<bool>, op: &LockOp) -> Option<Known<bool>> {
         match op {
-            LockOp::Acquire(_) => (!held).then_some(true),
-            LockOp::Release => held.then_some(false),
+            LockOp::Acquire(_) => held.admits(false).then_some(Known::Is(true)),
+            LockOp::Release => held.admits(true).then_some(Known::Is(false)),
         }
     }
 }
@@ -131,10 +140,12 @@ mod tests {
     #[test]
     fn mutex_alternates() {
         let m = Mutex;
-        assert_eq!(m.step(&false, &LockOp::Acquire(None)), Some(true));
-        assert_eq!(m.step(&true, &LockOp::Acquire(None)), None);
-        assert_eq!(m.step(&true, &LockOp::Release), Some(false));
-        assert_eq!(m.step(&false, &LockOp::Release), None);
+        let (free, held) = (Known::Is(false), Known::Is(true));
+        assert_eq!(m.step(&free, &LockOp::Acquire(None)), Some(held));
+        assert_eq!(m.step(&held, &LockOp::Acquire(None)), None);
+        assert_eq!(m.step(&held, &LockOp::Release), Some(free));
+        assert_eq!(m.step(&free, &LockOp::Release), None);
+        assert_eq!(m.step(&Known::Any, &LockOp::Release), Some(free));
     }
 
     #[test]

@@ -1,4 +1,11 @@
 //! `versioned-register`: a ZooKeeper data node, whose data version counts its writes.
+//!
+//! The node exists from its creation, acknowledged before the history begins, on, and nothing
+//! deletes it: a read, write or cas the server answered `no-node` observed it absent, which no
+//! state of the model allows (the acknowledged creation, and every write on it, was lost).
+//! With [`FailedCas::Mismatch`] a cas that failed `bad-version` (or without an error, as in
+//! imported histories) observed another version; a cas refused for another reason tells
+//! nothing.
 
 use serde::Serialize;
 
@@ -6,6 +13,7 @@ use super::super::calls::{Call, Outcome};
 use super::super::model::{Model, Prepared};
 use super::register::by_outcome;
 use super::{int_or_nil, two, unknown_f, FailedCas, Known};
+use crate::history::{BAD_VERSION, NO_NODE};
 
 /// One operation on a data node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,6 +32,8 @@ pub enum VersionedOp {
     Cas { expected: i32, value: Option<i64> },
     /// A failed cas, read as "the node was not at this version".
     CasMismatch { expected: i32 },
+    /// A read, write or cas answered `no-node`: the node was absent.
+    Absent,
 }
 
 /// A data node's value and data version.
@@ -75,6 +85,10 @@ impl Model for VersionedRegister {
 
     fn prepare(&self, call: &Call<'_>) -> Result<Prepared<VersionedOp>, String> {
         let outcome = call.outcome();
+        let absent = outcome == Outcome::Fail && call.error() == Some(NO_NODE);
+        if absent && matches!(call.f(), "read" | "write" | "cas") {
+            return Ok(Prepared::Definite(VersionedOp::Absent));
+        }
         match call.f() {
             "read" => match outcome {
                 Outcome::Ok => {
@@ -108,7 +122,8 @@ impl Model for VersionedRegister {
                         format!("expected version {expected} is not a 32-bit integer")
                     })?;
                 let value = int_or_nil(value)?;
-                let mismatch = (self.failed_cas == FailedCas::Mismatch)
+                let compared = call.error().is_none_or(|e| e == BAD_VERSION);
+                let mismatch = (self.failed_cas == FailedCas::Mismatch && compared)
                     .then_some(VersionedOp::CasMismatch { expected });
                 Ok(by_outcome(
                     outcome,
@@ -133,7 +148,7 @@ impl Model for VersionedRegister {
             VersionedOp::Read { version, .. } => version.map(i64::from),
             VersionedOp::Write { version, .. } => version.map(|v| i64::from(v) - 1),
             VersionedOp::Cas { expected, .. } => Some(expected.into()),
-            VersionedOp::CasMismatch { .. } => None,
+            VersionedOp::CasMismatch { .. } | VersionedOp::Absent => None,
         }
     }
 
@@ -165,6 +180,8 @@ impl Model for VersionedRegister {
             VersionedOp::CasMismatch { expected } => {
                 (s.version != Known::Is(expected)).then_some(*s)
             }
+            // The node exists in every state: created before the history, never deleted.
+            VersionedOp::Absent => None,
         }
     }
 }
@@ -251,6 +268,14 @@ mod tests {
                 }
             )
             .is_some());
+    }
+
+    #[test]
+    fn no_node_answers_are_absences_no_state_allows() {
+        let m = VersionedRegister::new(None, FailedCas::Ignore);
+        assert_eq!(m.step(&m.init(), &VersionedOp::Absent), None);
+        assert_eq!(m.step(&m.any_state().unwrap(), &VersionedOp::Absent), None);
+        assert_eq!(m.progress_bound(&VersionedOp::Absent), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use crate::client::OpError;
+use crate::client::{NoNodeIsLost, OpError};
 use crate::workload::Requests;
 
 /// The node that says a round's barrier is open.
@@ -98,16 +98,21 @@ impl Recipe {
         req: &mut Requests<'_>,
     ) -> Result<(), OpError> {
         let b = self.round_node(round);
-        create_persistent(client, &b, req).await?;
+        create_persistent(client, &b, req)
+            .await
+            .no_node_is_lost(|| gone(&self.dir))?;
         let ready = format!("{b}/{READY}");
         let (open, watcher) = req.send(client.check_and_watch_stat(&ready)).await?;
         let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
         let mine = format!("{b}/{PREFIX}{process}");
-        req.send(client.create(&mine, b"", &ephemeral)).await?;
+        req.send(client.create(&mine, b"", &ephemeral))
+            .await
+            .no_node_is_lost(|| gone(&b))?;
         if open.is_some() {
             return Ok(());
         }
-        let arrived = processes(&req.send(client.list_children(&b)).await?).len();
+        let listed = req.send(client.list_children(&b)).await;
+        let arrived = processes(&listed.no_node_is_lost(|| gone(&b))?).len();
         if arrived < self.needed() {
             return req.wait(watcher).await;
         }
@@ -128,23 +133,27 @@ impl Recipe {
         if self.flaw == Some(Flaw::LeaveWithoutWaiting) {
             return req.send(client.delete(&mine, None)).await;
         }
+        // Our node is ephemeral on our session, which answers: until we delete it, a `no-node`
+        // answer on it is a loss of acknowledged state.
+        let mine_gone = || format!("our node {mine} is gone though our session lives");
         let mut deleted = false;
         loop {
-            let present = processes(&req.send(client.list_children(&b)).await?);
+            let listed = req.send(client.list_children(&b)).await;
+            let present = processes(&listed.no_node_is_lost(|| gone(&b))?);
             let (Some(&lowest), Some(&highest)) = (present.first(), present.last()) else {
                 return Ok(());
             };
             if present == [process] {
-                return req.send(client.delete(&mine, None)).await;
+                let deleting = req.send(client.delete(&mine, None)).await;
+                return deleting.no_node_is_lost(mine_gone);
             }
             let awaited = if lowest == process {
                 highest
             } else {
                 if !deleted {
-                    match req.send(client.delete(&mine, None)).await {
-                        Ok(()) | Err(OpError::Zk(Error::NoNode)) => deleted = true,
-                        Err(e) => return Err(e),
-                    }
+                    let deleting = req.send(client.delete(&mine, None)).await;
+                    deleting.no_node_is_lost(mine_gone)?;
+                    deleted = true;
                 }
                 lowest
             };
@@ -154,6 +163,12 @@ impl Recipe {
             }
         }
     }
+}
+
+/// The fact a `no-node` answer on a persistent node (the barrier's directory, a round's node
+/// once created) states.
+fn gone(node: &str) -> String {
+    format!("the persistent node {node}, created and never deleted, is gone")
 }
 
 /// Creates the empty persistent node `path` unless it is there already.

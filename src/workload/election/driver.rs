@@ -7,7 +7,9 @@
 //! leadership ZooKeeper granted it, unless the leader's session lost it first: then the
 //! `on_disconnect` policy decides when the leader notices, and the term ends `info`. A process
 //! is retired (its session closed) after a campaign that failed, a term that ended `info`, or
-//! a resignation that did not go through.
+//! a resignation that did not go through. A campaign or resignation whose answer proved
+//! acknowledged znodes gone is recorded as a `campaign` / `resign` operation that failed with
+//! the fact (`lost: …`).
 
 use std::io;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use tokio::time::Instant;
 use super::office::Office;
 use super::recipe::Recipe;
 use super::ElectionConfig;
-use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
+use crate::client::{setup_session, ClientOptions, NodeEndpoint, OpError, ProcessIds, Session};
 use crate::generator::{self, ended, DriverRun, HealReport, Next, Slot, Target};
 use crate::history::Recorder;
 use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
@@ -207,6 +209,12 @@ async fn round(
         Ok(won) => won,
         Err(e) => {
             tracing::debug!(process = session.process, "campaign: {e}");
+            if let OpError::Lost(_) = e {
+                let node = session.node.clone();
+                shared
+                    .office
+                    .lost(session.process, "campaign", e.to_string(), node)?;
+            }
             tally.campaign_failed += 1;
             return Ok(Next::Retire);
         }
@@ -238,6 +246,12 @@ async fn round(
         }
         Err(e) => {
             tracing::debug!(process = session.process, "resign: {e}");
+            if let OpError::Lost(_) = e {
+                let node = session.node.clone();
+                shared
+                    .office
+                    .lost(session.process, "resign", e.to_string(), node)?;
+            }
             tally.resign_failed += 1;
             Ok(Next::Retire)
         }

@@ -7,7 +7,7 @@
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::recipe::Won;
-use crate::client::OpError;
+use crate::client::{NoNodeIsLost, OpError};
 use crate::workload::Requests;
 
 const PREFIX: &str = "c-";
@@ -23,7 +23,8 @@ fn sequence(child: &str) -> Option<i64> {
 }
 
 /// The predecessor of candidate `mine` among `children` (`Ok(None)`: it is the smallest);
-/// `Err` when `mine` is not among them (its session expired).
+/// `Err` when `mine` is not among them: the listing was answered on its session, which so
+/// lives, and only a loss of acknowledged state removes its ephemeral node.
 fn predecessor(children: &[String], mine: i64) -> Result<Option<&str>, OpError> {
     let mut ahead: Vec<(i64, &str)> = children
         .iter()
@@ -33,7 +34,9 @@ fn predecessor(children: &[String], mine: i64) -> Result<Option<&str>, OpError> 
     ahead.sort_unstable();
     match ahead.last() {
         Some((n, _)) if *n == mine => Ok(ahead.len().checked_sub(2).map(|i| ahead[i].1)),
-        _ => Err(OpError::Zk(Error::NoNode)),
+        _ => Err(OpError::Lost(format!(
+            "our candidate node {PREFIX}{mine:010} is gone though our session lives"
+        ))),
     }
 }
 
@@ -48,13 +51,18 @@ pub async fn campaign(
     let parent = candidates(dir);
     let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
     let prefix = format!("{parent}/{PREFIX}");
+    let gone = || super::recipe::dir_gone(&parent);
     let (stat, seq) = req
         .send(client.create(&prefix, identity.as_bytes(), &options))
-        .await?;
+        .await
+        .no_node_is_lost(gone)?;
     let mine = seq.into_i64();
     let node = format!("{prefix}{seq}");
     loop {
-        let children = req.send(client.list_children(&parent)).await?;
+        let children = req
+            .send(client.list_children(&parent))
+            .await
+            .no_node_is_lost(gone)?;
         let Some(before) = predecessor(&children, mine)? else {
             break;
         };
@@ -84,6 +92,7 @@ async fn acknowledge(
         match req
             .send(client.create(&ack, identity.as_bytes(), &options))
             .await
+            .no_node_is_lost(|| super::recipe::dir_gone(dir))
         {
             Ok(_) => return Ok(ack),
             Err(OpError::Zk(Error::NodeExists)) => {}
@@ -117,7 +126,9 @@ mod tests {
         assert_eq!(predecessor(&children, 7), Ok(Some("c-0000000005")));
         assert_eq!(
             predecessor(&children, 4),
-            Err(OpError::Zk(Error::NoNode)),
+            Err(OpError::Lost(
+                "our candidate node c-0000000004 is gone though our session lives".into()
+            )),
             "our node is gone"
         );
         assert_eq!(sequence("c-0000000042"), Some(42));

@@ -86,6 +86,33 @@ impl Office {
         Ok(())
     }
 
+    /// Records a fact of lost state `process` learned while doing `f` (`campaign` or
+    /// `resign`, which are not otherwise recorded): an invocation and a `fail` whose error is
+    /// the fact (`lost: …`), for `checker::lost` to judge.
+    pub fn lost(
+        &self,
+        process: u64,
+        f: &str,
+        fact: String,
+        node: Option<String>,
+    ) -> io::Result<()> {
+        let invoke = Meta {
+            node,
+            ..Meta::default()
+        };
+        let failed = Meta {
+            error: Some(fact),
+            ..invoke.clone()
+        };
+        let process = Process::Client(process);
+        let value = serde_json::Value::Null;
+        self.recorder
+            .record(OpType::Invoke, process, f, value.clone(), invoke)?;
+        self.recorder
+            .record(OpType::Fail, process, f, value, failed)?;
+        Ok(())
+    }
+
     /// The most leaders in office at once so far (above 1 means the election failed).
     pub fn max_in_office(&self) -> u64 {
         self.state().max_in_office

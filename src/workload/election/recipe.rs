@@ -3,7 +3,7 @@
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::{fair, unfair, ElectionRecipe};
-use crate::client::OpError;
+use crate::client::{NoNodeIsLost, OpError};
 use crate::workload::Requests;
 
 /// A term a candidate won.
@@ -64,7 +64,9 @@ impl Recipe {
         }
     }
 
-    /// Resigns a won term by deleting its nodes (the acknowledgement first).
+    /// Resigns a won term by deleting its nodes (the acknowledgement first). They are
+    /// ephemeral on our session, which answers: a `no-node` answer is a loss of acknowledged
+    /// state.
     pub async fn resign(
         &self,
         client: &Client,
@@ -72,8 +74,15 @@ impl Recipe {
         req: &mut Requests<'_>,
     ) -> Result<(), OpError> {
         for node in &won.nodes {
-            req.send(client.delete(node, None)).await?;
+            req.send(client.delete(node, None))
+                .await
+                .no_node_is_lost(|| format!("our node {node} is gone though our session lives"))?;
         }
         Ok(())
     }
+}
+
+/// The fact a `no-node` answer on a directory created at setup states.
+pub fn dir_gone(dir: &str) -> String {
+    format!("the election directory {dir}, created at setup and never deleted, is gone")
 }

@@ -6,7 +6,7 @@
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::recipe::Won;
-use crate::client::OpError;
+use crate::client::{NoNodeIsLost, OpError};
 use crate::workload::Requests;
 
 /// The leader node under the election's directory.
@@ -31,6 +31,7 @@ pub async fn campaign(
         match req
             .send(client.create(&node, identity.as_bytes(), &options))
             .await
+            .no_node_is_lost(|| super::recipe::dir_gone(dir))
         {
             Ok((stat, _)) => return Ok(won(stat.czxid)),
             Err(OpError::Zk(Error::NodeExists)) => {}

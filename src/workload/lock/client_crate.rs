@@ -3,10 +3,10 @@
 //! predecessor inside the library, so the client-side herd meter cannot see its
 //! notifications; the servers' `mntr` figures still count them.
 
-use zookeeper_client::{Acls, Client, Error, LockPrefix};
+use zookeeper_client::{Acls, Client, LockPrefix};
 
 use super::recipe::Held;
-use crate::client::OpError;
+use crate::client::{NoNodeIsLost, OpError};
 use crate::workload::Requests;
 
 /// The lock name in each contender's node, `_c_<uuid>-lock-<n>`.
@@ -23,7 +23,8 @@ pub async fn acquire(
     let lock = client
         .lock(prefix, identity.as_bytes(), Acls::anyone_all())
         .await
-        .map_err(OpError::Zk)?;
+        .map_err(OpError::Zk)
+        .no_node_is_lost(|| super::sequential::dir_gone(dir))?;
     let node = lock.lock_path().to_string();
     // The release is recorded by the driver and done through `Recipe::release`; dropping the
     // guard would delete the node again in the background, unrecorded.
@@ -33,7 +34,7 @@ pub async fn acquire(
             token: stat.czxid,
             node,
         }),
-        // Gone already: only an expired session deletes it.
-        None => Err(OpError::Zk(Error::SessionExpired)),
+        // Gone though our session answers: a loss of acknowledged state.
+        None => Err(OpError::Lost(super::sequential::own_node_gone(&node))),
     }
 }

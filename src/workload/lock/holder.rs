@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::recipe::{Held, Recipe};
 use super::resource::Resource;
 use super::LockConfig;
-use crate::client::Session;
+use crate::client::{OpError, Session};
 use crate::workload::{HerdMeter, Requests};
 
 /// What a holder needs to work under the lock.
@@ -76,6 +76,11 @@ impl Holder<'_> {
                     Ok(true) => end.reentered = true,
                     Ok(false) => {
                         end.lost = Some("re-entry found the lock taken by someone else".into());
+                        break;
+                    }
+                    // A fact of lost state keeps its `lost:` form for the checker.
+                    Err(e @ OpError::Lost(_)) => {
+                        end.lost = Some(e.to_string());
                         break;
                     }
                     Err(e) => {

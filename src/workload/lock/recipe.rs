@@ -5,7 +5,7 @@ use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::sequential::{self, Variant};
 use super::{client_crate, single_node, RecipeKind};
-use crate::client::OpError;
+use crate::client::{NoNodeIsLost, OpError};
 use crate::workload::Requests;
 
 /// A lock a contender holds.
@@ -89,19 +89,25 @@ impl Recipe {
             | RecipeKind::SequentialHerd
             | RecipeKind::Protected
             | RecipeKind::Crate => {
-                let (data, _) = req.send(client.get_data(&held.node)).await?;
+                let (data, _) = req
+                    .send(client.get_data(&held.node))
+                    .await
+                    .no_node_is_lost(|| sequential::own_node_gone(&held.node))?;
                 Ok(data == identity.as_bytes())
             }
         }
     }
 
-    /// Gives the lock back by deleting its node.
+    /// Gives the lock back by deleting its node (ephemeral on our session, which answers: a
+    /// `no-node` answer is a loss of acknowledged state).
     pub async fn release(
         &self,
         client: &Client,
         held: &Held,
         req: &mut Requests<'_>,
     ) -> Result<(), OpError> {
-        req.send(client.delete(&held.node, None)).await
+        req.send(client.delete(&held.node, None))
+            .await
+            .no_node_is_lost(|| sequential::own_node_gone(&held.node))
     }
 }

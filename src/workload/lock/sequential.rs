@@ -9,7 +9,7 @@
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::recipe::Held;
-use crate::client::OpError;
+use crate::client::{NoNodeIsLost, OpError};
 use crate::workload::Requests;
 
 const PREFIX: &str = "lock-";
@@ -38,6 +38,16 @@ fn own_child<'a>(children: &'a [String], guid: &str) -> Option<&'a str> {
         .find(|c| c.starts_with(&tag))
 }
 
+/// The fact a `no-node` answer on the lock directory states.
+pub fn dir_gone(dir: &str) -> String {
+    format!("the lock directory {dir}, created at setup and never deleted, is gone")
+}
+
+/// The fact a live session's lock node missing states.
+pub fn own_node_gone(node: &str) -> String {
+    format!("our lock node {node} is gone though our session lives")
+}
+
 /// Whether a create that ended in `e` may have been applied by the server.
 fn may_have_applied(e: &OpError) -> bool {
     matches!(
@@ -64,6 +74,7 @@ async fn create_child(
         match req
             .send(client.create(&prefix, identity.as_bytes(), &options))
             .await
+            .no_node_is_lost(|| dir_gone(dir))
         {
             Ok((stat, seq)) => {
                 return Ok(Held {
@@ -72,7 +83,10 @@ async fn create_child(
                 })
             }
             Err(e) if protected && may_have_applied(&e) => {
-                let children = req.send(client.list_children(dir)).await?;
+                let children = req
+                    .send(client.list_children(dir))
+                    .await
+                    .no_node_is_lost(|| dir_gone(dir))?;
                 if let Some(child) = own_child(&children, &guid) {
                     let node = format!("{dir}/{child}");
                     let Some(stat) = req.send(client.check_stat(&node)).await? else {
@@ -109,10 +123,14 @@ pub async fn acquire(
         ))))?;
     loop {
         let (children, watcher) = if variant.herd {
-            let (children, watcher) = req.send(client.list_and_watch_children(dir)).await?;
+            let (children, watcher) = req
+                .send(client.list_and_watch_children(dir))
+                .await
+                .no_node_is_lost(|| dir_gone(dir))?;
             (children, Some(watcher))
         } else {
-            (req.send(client.list_children(dir)).await?, None)
+            let children = req.send(client.list_children(dir)).await;
+            (children.no_node_is_lost(|| dir_gone(dir))?, None)
         };
         let mut ahead: Vec<(i64, &str)> = children
             .iter()
@@ -122,8 +140,9 @@ pub async fn acquire(
         ahead.sort_unstable();
         match ahead.last() {
             Some((n, _)) if *n == mine => {}
-            // Our node is gone: the session that created it expired.
-            _ => return Err(OpError::Zk(Error::NoNode)),
+            // The listing was answered on our session, so the session lives: only a loss of
+            // acknowledged state removes its ephemeral node.
+            _ => return Err(OpError::Lost(own_node_gone(&held.node))),
         }
         if ahead.len() == 1 {
             return Ok(held);

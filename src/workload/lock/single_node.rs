@@ -6,7 +6,8 @@
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::recipe::Held;
-use crate::client::OpError;
+use super::sequential::{dir_gone, own_node_gone};
+use crate::client::{NoNodeIsLost, OpError};
 use crate::workload::Requests;
 
 fn lock_node(dir: &str) -> String {
@@ -26,6 +27,7 @@ pub async fn acquire(
         match req
             .send(client.create(&node, identity.as_bytes(), &options))
             .await
+            .no_node_is_lost(|| dir_gone(dir))
         {
             Ok((stat, _)) => {
                 return Ok(Held {
@@ -55,6 +57,8 @@ pub async fn acquire(
 }
 
 /// Takes the lock again while holding it: true when the node is still the one it created.
+/// The node is ephemeral on our session, which answers, so anything else is a loss of
+/// acknowledged state.
 pub async fn reenter(
     dir: &str,
     client: &Client,
@@ -67,15 +71,16 @@ pub async fn reenter(
     match req
         .send(client.create(&node, identity.as_bytes(), &options))
         .await
+        .no_node_is_lost(|| dir_gone(dir))
     {
-        // The node was gone: the lock was lost in between, and is now taken afresh.
-        Ok(_) => return Ok(false),
+        // The node was gone while our session lived (it is now taken afresh).
+        Ok(_) => return Err(OpError::Lost(own_node_gone(&node))),
         Err(OpError::Zk(Error::NodeExists)) => {}
         Err(e) => return Err(e),
     }
     match req.send(client.get_data(&node)).await {
-        Ok((data, stat)) => Ok(data == identity.as_bytes() && stat.czxid == held.token),
-        Err(OpError::Zk(Error::NoNode)) => Ok(false),
+        Ok((data, stat)) if data == identity.as_bytes() && stat.czxid == held.token => Ok(true),
+        Ok(_) | Err(OpError::Zk(Error::NoNode)) => Err(OpError::Lost(own_node_gone(&node))),
         Err(e) => Err(e),
     }
 }

@@ -9,7 +9,7 @@
 
 use zookeeper_client::{Acls, Client, CreateMode, Error, OneshotWatcher};
 
-use crate::client::OpError;
+use crate::client::{NoNodeIsLost, OpError};
 use crate::workload::Requests;
 
 const PREFIX: &str = "qn-";
@@ -44,6 +44,14 @@ impl Queue {
         &self.dir
     }
 
+    /// The fact a `no-node` answer on the queue node states.
+    fn gone(&self) -> String {
+        format!(
+            "the queue node {}, created at setup and never deleted, is gone",
+            self.dir
+        )
+    }
+
     /// Creates the queue node and its parents.
     pub async fn setup(&self, client: &Client) -> Result<(), Error> {
         let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -62,7 +70,8 @@ impl Queue {
         let data = value.to_string();
         let (stat, _) = req
             .send(client.create(&prefix, data.as_bytes(), &options))
-            .await?;
+            .await
+            .no_node_is_lost(|| self.gone())?;
         Ok(stat.czxid)
     }
 
@@ -76,10 +85,16 @@ impl Queue {
         req: &mut Requests<'_>,
     ) -> Result<Take, OpError> {
         loop {
-            let mut children = req.send(client.list_children(&self.dir)).await?;
+            let mut children = req
+                .send(client.list_children(&self.dir))
+                .await
+                .no_node_is_lost(|| self.gone())?;
             if children.is_empty() {
                 req.send(client.sync(&self.dir)).await?;
-                let (listed, watcher) = req.send(client.list_and_watch_children(&self.dir)).await?;
+                let (listed, watcher) = req
+                    .send(client.list_and_watch_children(&self.dir))
+                    .await
+                    .no_node_is_lost(|| self.gone())?;
                 if listed.is_empty() {
                     return Ok(Take::Empty(watcher));
                 }

@@ -1,0 +1,303 @@
+//! What a run was exposed to: the faults that took effect, read from the nemesis operations
+//! of its history, so that a stored run is judged again to the same words.
+//!
+//! A `start-<kind>` counts when it completed without an error and acted on at least one node
+//! running the database: its completion's value lists them as `nodes` (a partition's older
+//! records, a `grudge` or `slow` map, count the nodes that drop or slow packets). It is in
+//! effect from that completion to the completion of the next `stop-<kind>`, or the end of the
+//! history. Its invocation's value names its target (`{"target": "leader"}`).
+//!
+//! A run whose package has faults is `unknown` when a start failed (or never completed), or
+//! when no fault took effect at all: it was not exposed to what it claims.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::history::{Op, OpType, Process};
+
+/// One kind of fault on one target, as the run met it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FaultExposure {
+    /// `partition`, `kill`, `pause`, `clock` or `packet`.
+    pub kind: String,
+    /// The target the package gave it (`leader`, `halves`, `n3`, …), empty if not recorded.
+    pub target: String,
+    /// Starts that took effect.
+    pub took_effect: usize,
+    /// Nanoseconds during which one of them was in effect.
+    pub faulted_ns: u64,
+}
+
+/// The faults of a run: which took effect, which failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exposure {
+    /// Whether the run's nemesis package has faults (when unknown: whether the history has
+    /// nemesis operations).
+    pub planned: bool,
+    /// The faults that took effect, by kind and target in the order first met.
+    pub faults: Vec<FaultExposure>,
+    /// Starts that failed, did not complete, or acted on no database node: `start-<kind>:
+    /// why`.
+    pub failed_starts: Vec<String>,
+    /// All starts.
+    pub starts: usize,
+}
+
+impl Exposure {
+    /// Why the run cannot be called valid, if it cannot: a start that did not take effect, or
+    /// a package with faults none of which did.
+    pub fn shortfall(&self) -> Option<String> {
+        if let Some(first) = self.failed_starts.first() {
+            return Some(format!(
+                "{} of {} fault starts did not take effect; first: {first}",
+                self.failed_starts.len(),
+                self.starts
+            ));
+        }
+        if self.planned && self.faults.is_empty() {
+            return Some(match self.starts {
+                0 => "no fault took effect: none started within the run".to_string(),
+                n => format!("no fault took effect in {n} starts"),
+            });
+        }
+        None
+    }
+
+    /// What the run was exposed to, for the verdict line: `no faults`, or e.g.
+    /// `3 partitions (halves, 31 s faulted), 2 kills (leader, 8 s faulted)`.
+    pub fn summary(&self) -> String {
+        if self.faults.is_empty() {
+            return "no faults".to_string();
+        }
+        let mut out = String::new();
+        for (i, f) in self.faults.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let noun = plural(&f.kind, f.took_effect);
+            let _ = write!(out, "{} {noun} (", f.took_effect);
+            if !f.target.is_empty() {
+                let _ = write!(out, "{}, ", f.target);
+            }
+            let _ = write!(out, "{} s faulted)", f.faulted_ns.div_ceil(1_000_000_000));
+        }
+        out
+    }
+}
+
+/// `kind` as a counted noun: `1 kill`, `2 kills`, `3 clock faults`.
+fn plural(kind: &str, n: usize) -> String {
+    let noun = match kind {
+        "partition" | "kill" | "pause" => kind.to_string(),
+        other => format!("{other} fault"),
+    };
+    match (n, noun.ends_with('s')) {
+        (1, _) => noun,
+        (_, true) => format!("{noun}es"),
+        _ => format!("{noun}s"),
+    }
+}
+
+/// Whether a start's completion value says it acted on some database node.
+fn acted(value: &Value) -> bool {
+    let non_empty_list = |v: &Value| v.as_array().is_some_and(|a| !a.is_empty());
+    if let Some(nodes) = value.get("nodes") {
+        return non_empty_list(nodes);
+    }
+    ["grudge", "slow"].iter().any(|key| {
+        value
+            .get(key)
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.values().any(non_empty_list))
+    })
+}
+
+/// Reads the exposure of a run from its history; `planned` says whether its nemesis package
+/// has faults (`None` when unknown: then whether the history has nemesis operations).
+pub fn exposure(ops: &[Op], planned: Option<bool>) -> Exposure {
+    let end = ops.iter().map(|o| o.time).max().unwrap_or(0);
+    let nemesis: Vec<&Op> = ops
+        .iter()
+        .filter(|o| o.process == Process::NEMESIS)
+        .collect();
+    let mut faults: Vec<FaultExposure> = Vec::new();
+    let mut failed_starts = Vec::new();
+    let mut starts = 0;
+    // The target of the start invoked last, and the fault in effect per kind (its index in
+    // `faults` and since when).
+    let mut invoked: BTreeMap<&str, String> = BTreeMap::new();
+    let mut active: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    let mut open_starts: BTreeMap<&str, usize> = BTreeMap::new();
+    for op in &nemesis {
+        if let Some(kind) = op.f.strip_prefix("start-") {
+            if op.kind == OpType::Invoke {
+                starts += 1;
+                *open_starts.entry(kind).or_default() += 1;
+                let target = op.value.get("target").and_then(Value::as_str);
+                invoked.insert(kind, target.unwrap_or_default().to_string());
+                continue;
+            }
+            if let Some(n) = open_starts.get_mut(kind) {
+                *n = n.saturating_sub(1);
+            }
+            let target = invoked.get(kind).cloned().unwrap_or_default();
+            if let Some(error) = &op.error {
+                failed_starts.push(format!("{}: {error}", op.f));
+            } else if op.kind == OpType::Fail || !acted(&op.value) {
+                failed_starts.push(format!("{}: acted on no database node", op.f));
+            } else {
+                let at = match faults
+                    .iter()
+                    .position(|f| f.kind == kind && f.target == target)
+                {
+                    Some(at) => at,
+                    None => {
+                        faults.push(FaultExposure {
+                            kind: kind.to_string(),
+                            target,
+                            took_effect: 0,
+                            faulted_ns: 0,
+                        });
+                        faults.len() - 1
+                    }
+                };
+                faults[at].took_effect += 1;
+                active.entry(kind).or_insert((at, op.time));
+            }
+        } else if let Some(kind) = op.f.strip_prefix("stop-") {
+            if op.kind == OpType::Invoke {
+                continue;
+            }
+            if let Some((at, since)) = active.remove(kind) {
+                faults[at].faulted_ns += op.time.saturating_sub(since);
+            }
+        }
+    }
+    for (at, since) in active.into_values() {
+        faults[at].faulted_ns += end.saturating_sub(since);
+    }
+    for (kind, open) in open_starts {
+        for _ in 0..open {
+            failed_starts.push(format!("start-{kind}: never completed"));
+        }
+    }
+    Exposure {
+        planned: planned.unwrap_or(!nemesis.is_empty()),
+        faults,
+        failed_starts,
+        starts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::report::test_history::op;
+
+    fn nemesis(index: u64, secs: u64, kind: OpType, f: &str, value: Value) -> Op {
+        let mut op = op(index, secs * 1_000_000_000, kind, Process::NEMESIS, f);
+        op.value = value;
+        op
+    }
+
+    fn start(index: u64, secs: u64, kind: &str, target: &str) -> Op {
+        let f = format!("start-{kind}");
+        nemesis(index, secs, OpType::Invoke, &f, json!({ "target": target }))
+    }
+
+    fn done(index: u64, secs: u64, f: &str, value: Value) -> Op {
+        nemesis(index, secs, OpType::Info, f, value)
+    }
+
+    #[test]
+    fn faults_that_acted_are_counted_with_their_time() {
+        let ops = vec![
+            start(0, 1, "partition", "halves"),
+            done(1, 2, "start-partition", json!({"nodes": ["n1", "n2"]})),
+            nemesis(2, 12, OpType::Invoke, "stop-partition", Value::Null),
+            done(3, 12, "stop-partition", json!({"healed": true})),
+            start(4, 20, "kill", "leader"),
+            done(5, 20, "start-kill", json!({"nodes": ["n1"]})),
+            done(6, 24, "stop-kill", json!({"nodes": ["n1"]})),
+            start(7, 30, "partition", "halves"),
+            done(
+                8,
+                31,
+                "start-partition",
+                json!({"grudge": {"n1": ["n3"], "n3": ["n1"]}}),
+            ),
+            done(9, 52, "stop-partition", Value::Null),
+            start(10, 60, "kill", "leader"),
+            done(11, 61, "start-kill", json!({"nodes": ["n2"]})),
+            done(12, 65, "read", Value::Null),
+        ];
+        let e = exposure(&ops, Some(true));
+        assert_eq!(e.shortfall(), None);
+        assert_eq!(
+            e.summary(),
+            "2 partitions (halves, 31 s faulted), 2 kills (leader, 8 s faulted)"
+        );
+        assert_eq!(e.starts, 4);
+    }
+
+    #[test]
+    fn a_start_that_failed_or_touched_no_server_is_a_shortfall() {
+        let failed = {
+            let mut op = done(1, 2, "start-kill", Value::Null);
+            op.error = Some("target leader: no node leads right now".into());
+            op
+        };
+        let ops = vec![
+            start(0, 1, "kill", "leader"),
+            failed,
+            start(2, 5, "kill", "one"),
+            done(3, 6, "start-kill", json!({"nodes": ["n1"]})),
+        ];
+        let e = exposure(&ops, Some(true));
+        assert_eq!(
+            e.shortfall().unwrap(),
+            "1 of 2 fault starts did not take effect; first: start-kill: target leader: no node \
+             leads right now"
+        );
+        let ops = vec![
+            start(0, 1, "partition", "halves"),
+            done(1, 2, "start-partition", json!({"grudge": {"n1": []}})),
+        ];
+        let e = exposure(&ops, Some(true));
+        assert_eq!(
+            e.failed_starts,
+            ["start-partition: acted on no database node"]
+        );
+        let ops = vec![start(0, 1, "pause", "one")];
+        assert_eq!(
+            exposure(&ops, Some(true)).failed_starts,
+            ["start-pause: never completed"]
+        );
+    }
+
+    #[test]
+    fn a_package_whose_faults_never_came_is_a_shortfall_and_none_is_no_faults() {
+        let e = exposure(&[], Some(true));
+        assert_eq!(
+            e.shortfall().unwrap(),
+            "no fault took effect: none started within the run"
+        );
+        let e = exposure(&[], Some(false));
+        assert_eq!(e.shortfall(), None);
+        assert_eq!(e.summary(), "no faults");
+        assert_eq!(exposure(&[], None).shortfall(), None);
+    }
+
+    #[test]
+    fn kinds_are_counted_nouns() {
+        assert_eq!(plural("kill", 1), "kill");
+        assert_eq!(plural("pause", 2), "pauses");
+        assert_eq!(plural("clock", 3), "clock faults");
+        assert_eq!(plural("packet", 1), "packet fault");
+    }
+}
