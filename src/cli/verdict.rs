@@ -496,7 +496,9 @@ pub fn with_replicas(verdict: Verdict, replicas: &Replicas) -> Verdict {
             let line = ["verdict: valid", "verdict: unknown"]
                 .iter()
                 .find_map(|p| verdict.line.strip_prefix(p))
-                .map_or(verdict.line.clone(), |rest| format!("verdict: INVALID{rest}"));
+                .map_or(verdict.line.clone(), |rest| {
+                    format!("verdict: INVALID{rest}")
+                });
             Verdict {
                 line: format!("{line}; {}", replicas.describe()),
                 exit_code: verdict.exit_code.max(1),

@@ -131,19 +131,6 @@ fn check_unique(nodes: Vec<Node>, source: &str) -> anyhow::Result<Vec<Node>> {
     Ok(nodes)
 }
 
-/// Nodes `n1`..`nN` at `10.0.0.1`.., port 22, user root: for tests that need a node set.
-#[cfg(test)]
-pub fn test_nodes(n: usize) -> Vec<Node> {
-    (1..=n)
-        .map(|i| Node {
-            name: format!("n{i}"),
-            host: format!("10.0.0.{i}"),
-            port: 22,
-            user: "root".into(),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
