@@ -2,8 +2,11 @@
 //!
 //! The modules follow the pipeline of a test run:
 //! [`control`] (SSH to nodes) → [`cluster`] (local namespace nodes) → [`db`] (ZooKeeper on
-//! the nodes) → [`nemesis`] (faults and their healing) → [`history`] (recorded operations) →
-//! [`checker`] (models and verdicts) → [`cli`] (the commands a person types).
+//! the nodes) → [`client`] (sessions and how operations end) → [`workload`] (what the
+//! processes do) → [`generator`] (pacing and the nemesis schedule) → [`nemesis`] (faults and
+//! their healing) → [`history`] (recorded operations) → [`checker`] (models and verdicts) →
+//! [`report`] (plots) → [`store`] (the results folder) → [`cli`] (the commands a person
+//! types, with [`suite`] and [`serve`]).
 
 mod checker;
 mod cli;
@@ -18,6 +21,7 @@ mod nemesis;
 mod progress;
 mod report;
 mod serve;
+mod store;
 mod suite;
 mod workload;
 

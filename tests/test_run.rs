@@ -122,6 +122,40 @@ fn a_register_run_with_partitions_is_valid_and_complete(cluster: &TestCluster) {
     let check = cluster.stampede(&["check", &dir.display().to_string()]);
     assert_eq!(check.status.code(), Some(0), "{}", text(&check));
     assert_eq!(last_line(&check), verdict, "check agrees with the run");
+    every_reader_reads_the_run_back(cluster, &dir, &verdict);
+}
+
+/// The run folder `dir` of a valid run read back by every reader: `results.json` in the
+/// current schema with the printed verdict line, `compare`'s row, and `serve`'s run page.
+fn every_reader_reads_the_run_back(cluster: &TestCluster, dir: &std::path::Path, verdict: &str) {
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["schema"], 2);
+    assert_eq!(results["verdict_line"], verdict);
+    let plot = cluster.work.join("compare.png").display().to_string();
+    let compare = cluster.stampede(&["compare", &dir.display().to_string(), "--plot", &plot]);
+    assert_eq!(compare.status.code(), Some(0), "{}", text(&compare));
+    let row = String::from_utf8_lossy(&compare.stdout)
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    let stamp = dir.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        row.contains(&stamp) && row.contains(" valid ") && row.contains("partition"),
+        "compare's row: {row}"
+    );
+    let results_root = dir.parent().unwrap().parent().unwrap();
+    let rel = dir
+        .strip_prefix(results_root)
+        .unwrap()
+        .display()
+        .to_string();
+    let page = common::serve_page(results_root, &format!("/run/{rel}"));
+    assert!(
+        page.contains("data-verdict=\"valid\"") && page.contains("workload register"),
+        "serve's run page: {page}"
+    );
 }
 
 /// Final reads are issued after the last nemesis operation.

@@ -13,13 +13,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::history::{Op, OpType, Process};
 
 /// One kind of fault on one target, as the run met it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultExposure {
     /// `partition`, `kill`, `pause`, `clock` or `packet`.
     pub kind: String,
@@ -32,7 +32,7 @@ pub struct FaultExposure {
 }
 
 /// The faults of a run: which took effect, which failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Exposure {
     /// Whether the run's nemesis package has faults (when unknown: whether the history has
     /// nemesis operations).

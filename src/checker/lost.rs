@@ -5,7 +5,7 @@
 //! server had acknowledged is gone, so any one makes the history invalid, whatever the
 //! recipe's own checker says about the rest.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::history::{Op, OpType, Process, LOST};
 
@@ -13,7 +13,7 @@ use crate::history::{Op, OpType, Process, LOST};
 const LISTED: usize = 100;
 
 /// One recorded fact of lost state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LostFact {
     /// History index of the completion that carries it.
     pub index: u64,
@@ -26,7 +26,7 @@ pub struct LostFact {
 }
 
 /// The verdict of the `lost` checker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LostReport {
     /// No fact of lost state in the history.
     pub valid: bool,

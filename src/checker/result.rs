@@ -5,7 +5,7 @@ use std::fmt::{self, Write as _};
 use std::path::Path;
 
 use anyhow::Context;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::calls::{Call, Outcome};
 use crate::history::Process;
@@ -53,8 +53,22 @@ impl Serialize for Validity {
     }
 }
 
+/// Read from `true`, `false` or `"unknown"`.
+impl<'de> Deserialize<'de> for Validity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Bool(true) => Ok(Validity::Valid),
+            serde_json::Value::Bool(false) => Ok(Validity::Invalid),
+            serde_json::Value::String(s) if s == "unknown" => Ok(Validity::Unknown),
+            other => Err(serde::de::Error::custom(format!(
+                "a verdict is true, false or \"unknown\", not {other}"
+            ))),
+        }
+    }
+}
+
 /// How many operations of one function ended each way.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     /// Completed `ok`.
     pub ok: usize,

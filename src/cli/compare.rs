@@ -5,13 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
-use serde_json::Value;
-
-use crate::history::Quantiles;
 use crate::report::recipes::{
     compare_chart, herd_chart, recipes_chart, render_chart, LatencyKind, LoadFigures, RecipeFigures,
 };
+use crate::store::{RunFolder, TestConfig};
+use anyhow::{bail, Context};
 
 /// Arguments of `stampede compare`.
 #[derive(Debug, clap::Args)]
@@ -114,193 +112,52 @@ fn numbered_recipe_runs(rows: &[RunRow]) -> Vec<(String, RecipeFigures)> {
 pub fn load_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<RunRow>> {
     let mut rows = Vec::new();
     for path in paths {
-        if path.join("results.json").is_file() {
-            rows.push(load_run(path)?);
+        let folder = RunFolder::open(path);
+        if folder.results_path().is_file() {
+            rows.push(load_run(&folder)?);
             continue;
         }
-        let runs = run_folders(path)?;
+        let runs = RunFolder::judged_runs_in(path)?;
         if runs.is_empty() {
             bail!(
                 "{}: no results.json (neither a results folder nor a test's folder of runs)",
                 path.display()
             );
         }
-        for dir in runs {
-            rows.push(load_run(&dir)?);
+        for folder in runs {
+            rows.push(load_run(&folder)?);
         }
     }
     Ok(rows)
 }
 
-/// The run folders (those with a `results.json`) directly inside `path`, sorted; `latest`
-/// links are skipped.
-fn run_folders(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let entries =
-        std::fs::read_dir(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut runs = Vec::new();
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot read {}", path.display()))?;
-        if entry.file_type()?.is_symlink() {
-            continue;
-        }
-        let dir = entry.path();
-        if dir.join("results.json").is_file() {
-            runs.push(dir);
-        }
-    }
-    runs.sort();
-    Ok(runs)
-}
-
 /// Reads one run's `results.json` and, when present, its `test.yaml`.
-pub fn load_run(dir: &Path) -> anyhow::Result<RunRow> {
-    let results_path = dir.join("results.json");
-    let text = std::fs::read_to_string(&results_path)
+fn load_run(folder: &RunFolder) -> anyhow::Result<RunRow> {
+    let dir = folder.dir();
+    let results = folder
+        .read_results()?
         .with_context(|| format!("{}: no results.json", dir.display()))?;
-    let results: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not JSON", results_path.display()))?;
-    let test_path = dir.join("test.yaml");
-    let test: Option<Value> = match std::fs::read_to_string(&test_path) {
-        Ok(text) => Some(
-            serde_yaml_ng::from_str(&text)
-                .with_context(|| format!("{}: not YAML", test_path.display()))?,
-        ),
-        Err(_) => None,
-    };
-    let name_of = |p: Option<&Path>| {
-        p.and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| "-".into())
-    };
-    let test_name = test
-        .as_ref()
-        .and_then(|t| t["name"].as_str().map(String::from))
-        .unwrap_or_else(|| name_of(dir.parent()));
-    let workload = test.as_ref().map(|t| &t["workload"]);
-    let kind = ["lock", "election"].into_iter().find(|kind| {
-        workload.is_some_and(|w| w["workload"] == *kind) || results.get(*kind).is_some()
-    });
-    let recipe = kind.map(|kind| {
-        results["run"]["recipe"]
-            .as_str()
-            .map(String::from)
-            .or_else(|| {
-                workload
-                    .and_then(|w| w[kind]["recipe"].as_str())
-                    .map(|r| format!("{kind}-{r}"))
-            })
-            .unwrap_or_else(|| format!("{kind}-?"))
-    });
-    let contenders = workload
-        .filter(|_| kind.is_some())
-        .and_then(|w| w["generator"]["concurrency"].as_u64());
-    let figures = match (kind, &recipe, contenders) {
-        (Some(kind), Some(recipe), Some(contenders)) => {
-            recipe_figures(&results, kind, recipe, contenders)
-        }
-        _ => None,
-    };
+    let test = folder.read_config()?;
+    let figures = &results.figures;
     Ok(RunRow {
         dir: dir.to_path_buf(),
-        test: test_name,
-        stamp: name_of(Some(dir)),
-        nemesis: test
-            .as_ref()
-            .map_or("-".into(), |t| nemesis_kinds(&t["nemesis"])),
-        verdict: verdict(&results),
-        recipe,
-        contenders,
-        figures,
-        server_per_release: server_figures(&results["run"]["server"]),
+        test: match &test {
+            Some(t) => t.name.clone(),
+            None => dir
+                .parent()
+                .and_then(Path::file_name)
+                .map_or("-".into(), |n| n.to_string_lossy().to_string()),
+        },
+        stamp: folder.stamp(),
+        nemesis: test.as_ref().map_or("-".into(), TestConfig::fault_kinds),
+        verdict: results.verdict_word().to_string(),
+        recipe: figures.recipe.clone(),
+        contenders: figures.recipe.as_ref().and(figures.contenders),
+        figures: figures.recipe_figures(),
+        server_per_release: figures
+            .server
+            .map(|s| (s.notifications_per_release, s.packets_per_release)),
     })
-}
-
-/// The figures of a lock or election run's `results.json`, if it has them: latencies from the
-/// run's summary (lock) or the election checker (failover), herd load from the summary.
-fn recipe_figures(
-    results: &Value,
-    kind: &str,
-    recipe: &str,
-    contenders: u64,
-) -> Option<RecipeFigures> {
-    let run = &results["run"];
-    let latencies = match kind {
-        "lock" => vec![
-            (LatencyKind::Acquire, quantiles(&run["latency"]["acquire"])?),
-            (LatencyKind::Handoff, quantiles(&run["latency"]["handoff"])?),
-        ],
-        _ => vec![(
-            LatencyKind::Failover,
-            quantiles(&results["election"]["failover"])?,
-        )],
-    };
-    let herd = &run["herd"];
-    let load = |what: &str| -> Option<LoadFigures> {
-        Some(LoadFigures {
-            mean: herd[format!("{what}_mean")].as_f64()?,
-            max: herd[format!("{what}_max")].as_u64()?,
-        })
-    };
-    Some(RecipeFigures {
-        recipe: recipe.to_string(),
-        contenders,
-        latencies,
-        notifications: load("notifications"),
-        requests: load("requests"),
-        server_notifications: server_figures(&run["server"]).map(|(n, _)| n),
-    })
-}
-
-/// Latency quantiles as `results.json` holds them.
-fn quantiles(q: &Value) -> Option<Quantiles> {
-    Some(Quantiles {
-        count: q["count"].as_u64()?,
-        p50_ms: q["p50_ms"].as_f64()?,
-        p90_ms: q["p90_ms"].as_f64()?,
-        p99_ms: q["p99_ms"].as_f64()?,
-        max_ms: q["max_ms"].as_f64()?,
-    })
-}
-
-/// Watch notifications and packets received per release, from the servers' `mntr` samples.
-fn server_figures(server: &Value) -> Option<(f64, f64)> {
-    Some((
-        server["notifications_per_release"].as_f64()?,
-        server["packets_per_release"].as_f64()?,
-    ))
-}
-
-/// The distinct fault kinds of a nemesis package, joined by `+`.
-fn nemesis_kinds(nemesis: &Value) -> String {
-    let mut kinds: Vec<&str> = Vec::new();
-    for kind in nemesis["faults"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f["kind"].as_str())
-    {
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
-    if kinds.is_empty() {
-        "none".into()
-    } else {
-        kinds.join("+")
-    }
-}
-
-/// The overall verdict of `results.json`.
-fn verdict(results: &Value) -> String {
-    let word = match &results["valid"] {
-        Value::Bool(true) => "valid",
-        Value::Bool(false) => "INVALID",
-        _ => "unknown",
-    };
-    match results["aborted"].is_string() {
-        true if word == "unknown" => "unknown (aborted)".into(),
-        _ => word.into(),
-    }
 }
 
 /// The table of runs, one row each under a header, columns padded to line up.
@@ -601,7 +458,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("results.json"), "{ not json").unwrap();
         let err = format!("{:#}", load_runs(&[dir.path().to_path_buf()]).unwrap_err());
-        assert!(err.contains("results.json: not JSON"), "{err}");
+        assert!(err.contains("results.json: not a results file"), "{err}");
         assert!(!err.contains('\n'), "{err}");
     }
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 
 use super::db::DbChoice;
 use super::targets::TargetArgs;
@@ -20,8 +19,9 @@ use crate::control::Control;
 use crate::db::Db;
 use crate::generator::{RunSummary, Target};
 use crate::history::Recorder;
-use crate::nemesis::{self, Ending, NemesisConfig};
+use crate::nemesis::{self, Ending};
 use crate::progress::Progress;
+use crate::store::{RunFolder, TestConfig};
 use crate::workload::barrier::{self, BarrierRunSummary};
 use crate::workload::election::{self, ElectionRunSummary};
 use crate::workload::lock::{self, LockRunSummary};
@@ -50,6 +50,10 @@ pub struct TestArgs {
     /// Where results go.
     #[arg(long, default_value = "results")]
     results: PathBuf,
+    /// The run's folder, instead of a new `<results>/<name>/<time>/` (as a suite or a sweep
+    /// gives each of its runs).
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
     /// Nodes in the local cluster when it has to be made.
     #[arg(long, default_value_t = 5)]
     cluster_nodes: usize,
@@ -65,22 +69,6 @@ pub struct TestArgs {
     targets: TargetArgs,
     #[command(flatten)]
     db: DbChoice,
-}
-
-/// The effective configuration of a test, saved as `test.yaml` with its results.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TestConfig {
-    /// The test's name.
-    pub name: String,
-    /// The database under test.
-    pub db: String,
-    /// The nodes, by name and address.
-    pub nodes: Vec<String>,
-    /// The workload file as loaded, with overrides applied.
-    pub workload: WorkloadFile,
-    /// The nemesis package.
-    pub nemesis: NemesisConfig,
 }
 
 /// Runs `stampede test`; exits 0 valid, 1 anomalies found, 2 unknown or aborted.
@@ -120,12 +108,12 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         .name
         .clone()
         .unwrap_or_else(|| format!("{}-{}", stem(&workload_path), stem(&nemesis_path)));
-    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-        .to_string()
-        .replace(':', "");
-    let dir = args.results.join(&name).join(&stamp);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    link_latest(&args.results, &dir)?;
+    let folder = match &args.run_dir {
+        Some(dir) => RunFolder::create_at(dir)?,
+        None => RunFolder::create(&args.results, &name)?,
+    };
+    let dir = folder.dir().to_path_buf();
+    let stamp = folder.stamp();
     let test = TestConfig {
         name: name.clone(),
         db: db.name().to_string(),
@@ -137,7 +125,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         workload: workload_file.clone(),
         nemesis: nemesis_config,
     };
-    config::save(&dir.join("test.yaml"), &test)?;
+    folder.write_config(&test)?;
     eprintln!(
         "setting up {} on {} nodes",
         db.name(),
@@ -148,8 +136,8 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let time_limit = workload_file.generator.time_limit.0;
     let progress = Progress::new(time_limit);
     let shown = progress.clone();
-    let recorder = Recorder::create(&dir.join("history.jsonl"))
-        .with_context(|| format!("cannot write {}", dir.join("history.jsonl").display()))?
+    let recorder = Recorder::create(&folder.history_path())
+        .with_context(|| format!("cannot write {}", folder.history_path().display()))?
         .observed_by(Box::new(move |op| shown.record(op)));
     let recorder = Arc::new(recorder);
     let _ = holder.0.set(recorder.clone());
@@ -225,7 +213,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let server_load = crate::db::mntr::ServerLoad::between(&mntr_before, &mntr_after);
     let replicas =
         crate::db::replicas::compare(db.as_ref(), control.nodes(), Duration::from_secs(15)).await;
-    collect_logs(&control, db.as_ref(), &dir).await;
+    collect_logs(&control, db.as_ref(), &folder).await;
     if !args.keep_db {
         if let Err(e) = db.teardown(&control).await {
             eprintln!("warning: tearing down {}: {e:#}", db.name());
@@ -246,9 +234,9 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     };
     let ops = recorder.ops();
     let judging = super::verdict::Judging {
-        dir: &dir,
+        folder: &folder,
         aborted: aborted.as_deref(),
-        planned_faults: Some(!test.nemesis.faults.is_empty()),
+        config: Some(&test),
     };
     let verdict = match workload_file.workload {
         WorkloadKind::Register => {
@@ -321,29 +309,29 @@ fn sweep(args: &TestArgs) -> anyhow::Result<ExitCode> {
         "--contenders: every value must be at least 1"
     );
     let recipes = sweep_workloads(&args.workload)?;
+    let nemesis = stem(&config::resolve("nemeses", &args.nemesis)?);
     let exe = std::env::current_exe().context("cannot find the stampede binary")?;
     let forwarded = forwarded_args(std::env::args().skip(1));
     let (mut runs, mut worst) = (Vec::new(), 0u8);
     for recipe in &recipes {
         for n in &args.contenders {
             eprintln!("sweep: {recipe} with {n} contenders");
-            let mut child = std::process::Command::new(&exe);
-            child
+            let name = match &args.name {
+                Some(name) => format!("{name}-{recipe}"),
+                None => format!("{recipe}-{nemesis}"),
+            };
+            let folder = RunFolder::create(&args.results, &name)?;
+            let status = std::process::Command::new(&exe)
                 .args(&forwarded)
-                .args(["--workload", recipe.as_str(), "--set"]);
-            child.arg(format!("generator.concurrency={n}"));
-            if let Some(name) = &args.name {
-                child.args(["--name", &format!("{name}-{recipe}")]);
-            }
-            let out = child
-                .stderr(std::process::Stdio::inherit())
-                .output()
+                .args(["--workload", recipe.as_str(), "--name", &name, "--set"])
+                .arg(format!("generator.concurrency={n}"))
+                .arg("--run-dir")
+                .arg(folder.dir())
+                .status()
                 .with_context(|| format!("cannot run {}", exe.display()))?;
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            print!("{stdout}");
-            worst = worst.max(out.status.code().map_or(2, |c| c.clamp(0, 2) as u8));
-            match stdout.lines().find_map(|l| l.strip_prefix("results: ")) {
-                Some(dir) => runs.push(PathBuf::from(dir)),
+            worst = worst.max(status.code().map_or(2, |c| c.clamp(0, 2) as u8));
+            match folder.read_results()? {
+                Some(_) => runs.push(folder.dir().to_path_buf()),
                 None => eprintln!("warning: {recipe} with {n} contenders left no results"),
             }
         }
@@ -387,9 +375,9 @@ fn sweep_workloads(workload: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// The command line of the sweep without the flags each run sets itself (`--workload`,
-/// `--contenders`, `--name`).
+/// `--contenders`, `--name`, `--run-dir`).
 fn forwarded_args(args: impl Iterator<Item = String>) -> Vec<String> {
-    const OWN: [&str; 3] = ["--workload", "--contenders", "--name"];
+    const OWN: [&str; 4] = ["--workload", "--contenders", "--name", "--run-dir"];
     let mut kept = Vec::new();
     let mut skip_value = false;
     for arg in args {
@@ -461,23 +449,13 @@ fn stem(path: &Path) -> String {
         .unwrap_or_else(|| "test".into())
 }
 
-/// Points `results/latest` at the newest run.
-fn link_latest(results: &Path, dir: &Path) -> anyhow::Result<()> {
-    let latest = results.join("latest");
-    let target = dir.strip_prefix(results).unwrap_or(dir);
-    let _ = std::fs::remove_file(&latest);
-    std::os::unix::fs::symlink(target, &latest)
-        .with_context(|| format!("cannot link {}", latest.display()))
-}
-
 /// Copies every node's logs into `<dir>/nodes/<node>/`; a node that cannot be reached is
 /// reported and skipped, so the results of the run are never lost to it.
-async fn collect_logs(control: &Control, db: &dyn Db, dir: &Path) {
+async fn collect_logs(control: &Control, db: &dyn Db, folder: &RunFolder) {
     let fetches = control.nodes().iter().map(|n| async move {
         (
             n,
-            db.collect_logs(control, n, &dir.join("nodes").join(&n.name))
-                .await,
+            db.collect_logs(control, n, &folder.node_dir(&n.name)).await,
         )
     });
     for (node, result) in futures::future::join_all(fetches).await {

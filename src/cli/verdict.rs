@@ -23,6 +23,7 @@ use crate::checker::zookeeper::{self, ZkOptions, ZkReport};
 use crate::checker::{check_history, timeline, CheckOptions};
 use crate::db::replicas::Replicas;
 use crate::history::{Op, OpType, Process};
+use crate::store::{Figures, Results, RunFolder, TestConfig, SCHEMA};
 use crate::workload::WorkloadKind;
 
 /// The outcome of judging a run.
@@ -35,13 +36,13 @@ pub struct Verdict {
 
 /// What every judgement of a run needs besides its history.
 pub struct Judging<'a> {
-    /// The results folder, where `results.json` and `timeline.html` go.
-    pub dir: &'a Path,
+    /// The run's folder, where `results.json` and `timeline.html` go.
+    pub folder: &'a RunFolder,
     /// Why the run stopped early, if it did.
     pub aborted: Option<&'a str>,
-    /// Whether the run's nemesis package has faults (`None`: not known, then whether the
-    /// history has nemesis operations).
-    pub planned_faults: Option<bool>,
+    /// The run's configuration (`None` for a folder without `test.yaml`: then whether faults
+    /// were planned is read from the history's nemesis operations).
+    pub config: Option<&'a TestConfig>,
 }
 
 /// A checker's part of a verdict: its validity, what it adds to `results.json`, the ops a
@@ -255,7 +256,8 @@ pub fn judge_queue_run(
 /// planned), then `; <checker's part>; [LOST STATE: …; ]operations …`.
 fn finish(j: &Judging, ops: &[Op], checked: Checked) -> anyhow::Result<Verdict> {
     let lost = check_lost(ops);
-    let exposure = exposure(ops, j.planned_faults);
+    let planned_faults = j.config.map(|t| !t.nemesis.faults.is_empty());
+    let exposure = exposure(ops, planned_faults);
     let operations = operation_counts(ops);
     let found = if lost.valid {
         checked.valid
@@ -278,16 +280,8 @@ fn finish(j: &Judging, ops: &[Op], checked: Checked) -> anyhow::Result<Verdict> 
             format!("valid under {}", exposure.summary()),
         ),
     };
-    let mut results = serde_json::Map::new();
-    results.insert("valid".into(), json!(valid));
-    results.insert("aborted".into(), json!(j.aborted));
-    results.insert("exposure".into(), json!(exposure));
-    results.insert("lost".into(), json!(lost));
-    results.insert("operations".into(), json!(operations));
-    results.extend(checked.results);
     let mut marked = checked.marked;
     marked.extend(lost.marked_ops());
-    write_outputs(j.dir, &serde_json::Value::Object(results), ops, &marked)?;
     let lost_part = match lost.facts.first() {
         None => String::new(),
         Some(first) => format!(
@@ -300,6 +294,24 @@ fn finish(j: &Judging, ops: &[Op], checked: Checked) -> anyhow::Result<Verdict> 
         checked.line,
         operations_summary(&operations)
     );
+    let results = Results {
+        schema: SCHEMA,
+        valid,
+        verdict_line: Some(line.clone()),
+        aborted: j.aborted.map(str::to_string),
+        figures: Figures::derive(&checked.results, j.config),
+        exposure: Some(exposure),
+        lost: Some(lost),
+        operations,
+        checks: checked.results,
+    };
+    j.folder.write_results(&results)?;
+    timeline::write(
+        &j.folder.timeline_path(),
+        ops,
+        &marked,
+        &j.folder.dir().display().to_string(),
+    )?;
     Ok(Verdict {
         line,
         exit_code: valid.exit_code(),
@@ -382,25 +394,6 @@ fn into_map(value: serde_json::Value) -> serde_json::Map<String, serde_json::Val
     }
 }
 
-/// Writes `results` as `results.json` and the timeline of `ops` (with the `marked` op
-/// indices highlighted) as `timeline.html` into `dir`.
-fn write_outputs(
-    dir: &Path,
-    results: &serde_json::Value,
-    ops: &[Op],
-    marked: &[u64],
-) -> anyhow::Result<()> {
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(results)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    timeline::write(
-        &dir.join("timeline.html"),
-        ops,
-        marked,
-        &dir.display().to_string(),
-    )
-}
-
 /// The linearizability part of a register run's verdict line.
 fn linear_summary(linear: &CheckResult) -> String {
     let linear_keys = |v| linear.keys_with(v).len();
@@ -441,27 +434,18 @@ fn zk_summary(zk: &ZkReport) -> String {
 /// stays aborted), rewriting its `results.json`, `timeline.html` and plots (a run whose
 /// controller was killed gets them here for the first time).
 pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
-    let history = dir.join("history.jsonl");
-    let (ops, _) = formats::read(&history, Format::Jsonl)?;
-    let previous_results = std::fs::read_to_string(dir.join("results.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
-    let aborted = previous_results
-        .as_ref()
-        .and_then(|results| results["aborted"].as_str().map(str::to_string));
-    let test_yaml = dir.join("test.yaml");
-    let test = match test_yaml.exists() {
-        true => Some(crate::config::load::<super::test::TestConfig>(&test_yaml)?),
-        false => None,
-    };
+    let folder = RunFolder::open(dir);
+    let (ops, _) = formats::read(&folder.history_path(), Format::Jsonl)?;
+    let previous_results = folder.read_results().ok().flatten();
+    let aborted = previous_results.as_ref().and_then(|r| r.aborted.clone());
+    let test = folder.read_config()?;
     let j = Judging {
-        dir,
+        folder: &folder,
         aborted: aborted.as_deref(),
-        planned_faults: test.as_ref().map(|t| !t.nemesis.faults.is_empty()),
+        config: test.as_ref(),
     };
-    let summary =
-        || previous_results.and_then(|mut r| r.get_mut("run").map(serde_json::Value::take));
-    let verdict = match test.map(|t| t.workload) {
+    let summary = || previous_results.and_then(|mut r| r.checks.remove("run"));
+    let verdict = match test.as_ref().map(|t| &t.workload) {
         Some(w) if w.workload == WorkloadKind::Lock => {
             let live = LivenessOptions::for_sessions(w.lock.session_timeout.0, w.lock.op_timeout.0);
             judge_lock_run(&j, &ops, w.lock.fencing, live, summary())?

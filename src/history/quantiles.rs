@@ -1,9 +1,9 @@
 //! Quantiles of durations taken from a history (latencies, failovers), in milliseconds.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Quantiles of a set of durations, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Quantiles {
     /// How many durations.
     pub count: u64,

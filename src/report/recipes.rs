@@ -25,7 +25,7 @@ use crate::history::Quantiles;
 const LEGEND_WIDTH: u32 = 300;
 
 /// Per-release load: the mean and the most in any one release (or leadership change).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoadFigures {
     /// Mean per release.
     pub mean: f64,

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
+use crate::checker::result::Validity;
+use crate::store::{Results, RunFolder, TestConfig};
 use crate::suite::{Summary, Verdict};
 
 /// How deep runs are looked for: `suites/<suite>/<stamp>/tests/<test>/<stamp>` is 6.
@@ -67,7 +67,7 @@ fn walk(dir: &Path, rel: &str, depth: usize, runs: &mut Vec<Run>, suites: &mut V
                 page,
             });
         }
-    } else if dir.join("test.yaml").is_file() || dir.join("results.json").is_file() {
+    } else if RunFolder::is_run(dir) {
         runs.push(read_run(dir, rel));
         return;
     }
@@ -99,61 +99,38 @@ fn last_segment(rel: &str) -> String {
     rel.rsplit('/').next().unwrap_or(rel).to_string()
 }
 
-/// A run's facts from its `test.yaml` and `results.json`, with what is missing left blank.
+/// A run's facts from its `test.yaml` and `results.json`, with what is missing or unreadable
+/// left blank.
 pub fn read_run(dir: &Path, rel: &str) -> Run {
-    let config: serde_yaml_ng::Value = std::fs::read_to_string(dir.join("test.yaml"))
-        .ok()
-        .and_then(|t| serde_yaml_ng::from_str(&t).ok())
-        .unwrap_or_default();
-    let text = |v: &serde_yaml_ng::Value| v.as_str().unwrap_or("?").to_string();
-    let faults: Vec<String> = config["nemesis"]["faults"]
-        .as_sequence()
-        .map(|faults| {
-            faults
-                .iter()
-                .filter_map(|f| f["kind"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut kinds: Vec<String> = Vec::new();
-    for kind in faults {
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
-    let stamp = last_segment(rel);
+    let folder = RunFolder::open(dir);
+    let config = folder.read_config().ok().flatten();
     let parent_name = rel.rsplit('/').nth(1).unwrap_or("?").to_string();
     Run {
         rel: rel.to_string(),
-        name: config["name"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or(parent_name),
-        stamp,
+        name: config.as_ref().map_or(parent_name, |c| c.name.clone()),
+        stamp: last_segment(rel),
         verdict: read_results(dir).as_ref().map(verdict_of),
-        workload: text(&config["workload"]["workload"]),
-        nemesis: if kinds.is_empty() {
-            "none".to_string()
-        } else {
-            kinds.join("+")
-        },
-        db: text(&config["db"]),
+        workload: config
+            .as_ref()
+            .map_or("?".into(), |c| c.workload.workload.name().to_string()),
+        nemesis: config
+            .as_ref()
+            .map_or("none".into(), TestConfig::fault_kinds),
+        db: config.map_or("?".into(), |c| c.db),
     }
 }
 
 /// A run's `results.json`, if it has a readable one.
-pub fn read_results(dir: &Path) -> Option<Value> {
-    std::fs::read_to_string(dir.join("results.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
+pub fn read_results(dir: &Path) -> Option<Results> {
+    RunFolder::open(dir).read_results().ok().flatten()
 }
 
-/// The verdict `results.json` states: `valid` true or false, or unknown (also when aborted).
-pub fn verdict_of(results: &Value) -> Verdict {
-    match (&results["valid"], results["aborted"].is_null()) {
-        (Value::Bool(true), true) => Verdict::Valid,
-        (Value::Bool(false), _) => Verdict::Invalid,
-        _ => Verdict::Unknown,
+/// The verdict `results.json` states (an aborted run is unknown).
+pub fn verdict_of(results: &Results) -> Verdict {
+    match results.verdict() {
+        Validity::Valid => Verdict::Valid,
+        Validity::Invalid => Verdict::Invalid,
+        Validity::Unknown => Verdict::Unknown,
     }
 }
 

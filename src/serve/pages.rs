@@ -9,6 +9,8 @@ use serde_json::Value;
 use super::catalog::{self, Run, SuiteRun};
 use super::latency::RunStats;
 use super::paths::{encode, encode_path};
+use crate::history::Quantiles;
+use crate::store::{Figures, Results};
 use crate::suite::html::{escape, STYLE};
 use crate::suite::Verdict;
 
@@ -142,7 +144,7 @@ pub fn run(dir: &Path, rel: &str) -> String {
     );
     if let Some(results) = &results {
         body.push_str(&anomalies(results));
-        body.push_str(&counts(&results["linearizable"]["counts"]));
+        body.push_str(&counts(&results.checks["linearizable"]["counts"]));
     }
     body.push_str("<h2>plots</h2>\n");
     for png in listing(dir, |n| n.ends_with(".png")) {
@@ -189,12 +191,12 @@ pub fn run(dir: &Path, rel: &str) -> String {
 }
 
 /// The anomalies in results.json: each checker's verdict and what it found.
-fn anomalies(results: &Value) -> String {
+fn anomalies(results: &Results) -> String {
     let mut html = String::from("<h2>anomalies</h2>\n");
-    if let Some(reason) = results["aborted"].as_str() {
+    if let Some(reason) = &results.aborted {
         let _ = writeln!(html, "<p>aborted: {}</p>", escape(reason));
     }
-    let lin = &results["linearizable"];
+    let lin = &results.checks["linearizable"];
     let bad_keys: Vec<(&String, &Value)> = lin["keys"]
         .as_object()
         .map(|k| k.iter().filter(|(_, v)| v["valid"] != true).collect())
@@ -214,7 +216,7 @@ fn anomalies(results: &Value) -> String {
             escape(&pretty)
         );
     }
-    let zk = &results["zookeeper"];
+    let zk = &results.checks["zookeeper"];
     let _ = writeln!(
         html,
         "<p>zookeeper guarantees: {}</p>",
@@ -332,23 +334,20 @@ pub fn trend(name: &str, runs: &[(Run, RunStats)], root: &Path) -> String {
 /// The figures a recipe run (lock or election) keeps in results.json, as table cells:
 /// acquire and hand-off p50/p99 (ms), notifications and requests per release (clients),
 /// notifications per release (servers), election failover p50/p99 (ms).
-fn recipe_cells(results: &Value) -> Option<[String; 9]> {
-    let run = &results["run"];
-    let failover = &results["election"]["failover"];
-    if run["herd"].is_null() && failover.is_null() {
-        return None;
-    }
-    let num = |v: &Value| v.as_f64().map_or("–".to_string(), |v| format!("{v:.1}"));
+fn recipe_cells(figures: &Figures) -> Option<[String; 9]> {
+    figures.recipe.as_ref()?;
+    let num = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1}"));
+    let q = |q: Option<Quantiles>, p99: bool| num(q.map(|q| if p99 { q.p99_ms } else { q.p50_ms }));
     Some([
-        num(&run["latency"]["acquire"]["p50_ms"]),
-        num(&run["latency"]["acquire"]["p99_ms"]),
-        num(&run["latency"]["handoff"]["p50_ms"]),
-        num(&run["latency"]["handoff"]["p99_ms"]),
-        num(&run["herd"]["notifications_mean"]),
-        num(&run["herd"]["requests_mean"]),
-        num(&run["server"]["notifications_per_release"]),
-        num(&failover["p50_ms"]),
-        num(&failover["p99_ms"]),
+        q(figures.acquire, false),
+        q(figures.acquire, true),
+        q(figures.handoff, false),
+        q(figures.handoff, true),
+        num(figures.notifications.map(|n| n.mean)),
+        num(figures.requests.map(|r| r.mean)),
+        num(figures.server.map(|s| s.notifications_per_release)),
+        q(figures.failover, false),
+        q(figures.failover, true),
     ])
 }
 
@@ -357,8 +356,8 @@ fn recipe_table(runs: &[(Run, RunStats)], root: &Path) -> String {
     let rows: Vec<(&Run, [String; 9])> = runs
         .iter()
         .filter_map(|(run, _)| {
-            let text = std::fs::read_to_string(root.join(&run.rel).join("results.json")).ok()?;
-            Some((run, recipe_cells(&serde_json::from_str(&text).ok()?)?))
+            let results = catalog::read_results(&root.join(&run.rel))?;
+            Some((run, recipe_cells(&results.figures)?))
         })
         .collect();
     if rows.is_empty() {
@@ -450,26 +449,45 @@ fn chart(runs: &[(Run, RunStats)], functions: &[String]) -> String {
 #[cfg(test)]
 mod recipe_tests {
     use super::*;
+    use crate::report::recipes::LoadFigures;
+    use crate::store::figures::ServerFigures;
 
     #[test]
     fn recipe_runs_show_latency_and_herd_figures() {
-        let lock: Value = serde_json::json!({
-            "valid": true,
-            "run": {
-                "latency": {"acquire": {"p50_ms": 12.34, "p99_ms": 56.0}, "handoff": {"p50_ms": 3.0, "p99_ms": 9.5}},
-                "herd": {"notifications_mean": 36.8, "requests_mean": 36.9},
-                "server": {"notifications_per_release": 37.2}
-            }
-        });
+        let quantiles = |p50_ms, p99_ms| Quantiles {
+            p50_ms,
+            p99_ms,
+            ..Quantiles::default()
+        };
+        let lock = Figures {
+            recipe: Some("lock-sequential".into()),
+            acquire: Some(quantiles(12.34, 56.0)),
+            handoff: Some(quantiles(3.0, 9.5)),
+            notifications: Some(LoadFigures {
+                mean: 36.8,
+                max: 40,
+            }),
+            server: Some(ServerFigures {
+                notifications_per_release: 37.2,
+                packets_per_release: 80.0,
+            }),
+            ..Figures::default()
+        };
         let cells = recipe_cells(&lock).expect("a lock run has recipe figures");
         assert_eq!(cells[0], "12.3");
         assert_eq!(cells[4], "36.8");
         assert_eq!(cells[6], "37.2");
         assert_eq!(cells[7], "–", "no failover in a lock run");
-        let election: Value = serde_json::json!({"election": {"failover": {"p50_ms": 4.0, "p99_ms": 40.0}}, "run": {}});
+        let election = Figures {
+            recipe: Some("election-fair".into()),
+            failover: Some(quantiles(4.0, 40.0)),
+            ..Figures::default()
+        };
         let cells = recipe_cells(&election).expect("an election run has recipe figures");
         assert_eq!((cells[7].as_str(), cells[8].as_str()), ("4.0", "40.0"));
-        let register: Value = serde_json::json!({"valid": true, "linearizable": {}});
-        assert!(recipe_cells(&register).is_none());
+        assert!(
+            recipe_cells(&Figures::default()).is_none(),
+            "a register run"
+        );
     }
 }

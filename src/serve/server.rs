@@ -110,7 +110,7 @@ fn route(url: &str, root: &Path, cache: &Cache) -> Reply {
     }
     if let Some(rel) = decoded.strip_prefix("/run/") {
         return match paths::resolve(root, rel) {
-            Ok(dir) if dir.join("test.yaml").is_file() || dir.join("results.json").is_file() => {
+            Ok(dir) if crate::store::RunFolder::is_run(&dir) => {
                 let rel = dir
                     .strip_prefix(root)
                     .unwrap_or(&dir)

@@ -1,6 +1,6 @@
 //! Running one test of a suite: `stampede test` as a child process of the running binary,
-//! its output kept in the suite's `logs/` and echoed to standard error, its outcome read from
-//! its exit code and its `results:` and `verdict:` lines.
+//! given its run folder under the suite's `tests/`, its output kept in the suite's `logs/` and
+//! echoed to standard error, its outcome read from its exit code and its run folder.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -14,6 +14,7 @@ use anyhow::Context;
 
 use super::file::TestSpec;
 use super::summary::{TestRecord, Verdict};
+use crate::store::{Results, RunFolder};
 
 /// How every test of a suite is run.
 #[derive(Debug, Clone)]
@@ -27,8 +28,9 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// The full `stampede test` command line for `spec` (without the program).
-    pub fn args(&self, spec: &TestSpec) -> Vec<OsString> {
+    /// The full `stampede test` command line for `spec` running in the folder `run_dir`
+    /// (without the program).
+    pub fn args(&self, spec: &TestSpec, run_dir: &Path) -> Vec<OsString> {
         let mut args: Vec<OsString> = [
             "test",
             "--workload",
@@ -43,8 +45,8 @@ impl Runner {
         .iter()
         .map(OsString::from)
         .collect();
-        args.push("--results".into());
-        args.push(self.dir.join("tests").into_os_string());
+        args.push("--run-dir".into());
+        args.push(run_dir.into());
         args.extend(self.common_args.iter().cloned());
         args
     }
@@ -53,7 +55,8 @@ impl Runner {
     /// outcome too, so the suite goes on.
     pub fn run(&self, spec: &TestSpec) -> TestRecord {
         let started = Instant::now();
-        let outcome = self.run_child(spec);
+        let outcome = RunFolder::create(&self.dir.join("tests"), &spec.name)
+            .and_then(|folder| self.run_child(spec, &folder));
         let mut record = TestRecord {
             name: spec.name.clone(),
             workload: spec.workload.clone(),
@@ -69,16 +72,15 @@ impl Runner {
         };
         match outcome {
             Ok(child) => {
-                record.results = child.results.map(|dir| {
-                    let dir = PathBuf::from(dir);
+                record.results = child.results.as_ref().map(|(dir, _)| {
                     dir.strip_prefix(&self.dir)
-                        .unwrap_or(&dir)
+                        .unwrap_or(dir)
                         .display()
                         .to_string()
                 });
                 record.verdict = Verdict::from_exit(child.code, record.results.is_some());
                 record.exit_code = child.code;
-                record.verdict_line = child.verdict_line;
+                record.verdict_line = child.results.and_then(|(_, r)| r.verdict_line);
                 if record.verdict == Verdict::Error {
                     let how = child.code.map_or("killed by a signal".to_string(), |c| {
                         format!("exit code {c}")
@@ -92,7 +94,7 @@ impl Runner {
         record
     }
 
-    fn run_child(&self, spec: &TestSpec) -> anyhow::Result<ChildOutcome> {
+    fn run_child(&self, spec: &TestSpec, folder: &RunFolder) -> anyhow::Result<ChildOutcome> {
         let logs = self.dir.join("logs");
         std::fs::create_dir_all(&logs)
             .with_context(|| format!("cannot create {}", logs.display()))?;
@@ -101,7 +103,7 @@ impl Runner {
             .with_context(|| format!("cannot create {}", log_path.display()))?;
         let log = Arc::new(Mutex::new(log));
         let mut child = Command::new(&self.exe)
-            .args(self.args(spec))
+            .args(self.args(spec, folder.dir()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -110,19 +112,21 @@ impl Runner {
         let stderr = child.stderr.take().expect("piped");
         let err_log = log.clone();
         let err_reader = std::thread::spawn(move || tee(stderr, &err_log));
-        let out_lines = tee(child.stdout.take().expect("piped"), &log);
+        tee(child.stdout.take().expect("piped"), &log);
         let err_lines = err_reader.join().unwrap_or_default();
         let status = child.wait().context("waiting for the test")?;
-        let results = out_lines
-            .iter()
-            .rev()
-            .find_map(|l| l.strip_prefix("results: "))
-            .map(str::to_string);
-        let verdict_line = out_lines
-            .iter()
-            .rev()
-            .find(|l| l.starts_with("verdict: "))
-            .cloned();
+        let results = match folder.read_results() {
+            Ok(Some(results)) => Some((folder.dir().to_path_buf(), results)),
+            Ok(None) => {
+                // A test that stopped before its run began leaves nothing worth keeping.
+                let _ = std::fs::remove_dir(folder.dir());
+                None
+            }
+            Err(e) => {
+                eprintln!("warning: {e:#}");
+                None
+            }
+        };
         let last_error = err_lines
             .iter()
             .rev()
@@ -132,7 +136,6 @@ impl Runner {
         Ok(ChildOutcome {
             code: status.code(),
             results,
-            verdict_line,
             last_error,
         })
     }
@@ -140,8 +143,8 @@ impl Runner {
 
 struct ChildOutcome {
     code: Option<i32>,
-    results: Option<String>,
-    verdict_line: Option<String>,
+    /// The run folder and its results, when the test got as far as a verdict.
+    results: Option<(PathBuf, Results)>,
     last_error: Option<String>,
 }
 
@@ -185,13 +188,13 @@ mod tests {
             repetition: 2,
         };
         let args: Vec<String> = runner
-            .args(&spec)
+            .args(&spec, Path::new("/r/suites/s/t/tests/w-n-zookeeper/1"))
             .iter()
             .map(|a| a.to_string_lossy().to_string())
             .collect();
         assert_eq!(
             args.join(" "),
-            "test --workload w --nemesis n --db zookeeper --name w-n-zookeeper --results /r/suites/s/t/tests --time-limit 10s"
+            "test --workload w --nemesis n --db zookeeper --name w-n-zookeeper --run-dir /r/suites/s/t/tests/w-n-zookeeper/1 --time-limit 10s"
         );
     }
 
@@ -225,6 +228,10 @@ mod tests {
         );
         let log = std::fs::read_to_string(dir.path().join("logs/t-1.log")).unwrap();
         assert!(log.contains("setting up"));
+        let left = std::fs::read_dir(dir.path().join("tests/t"))
+            .unwrap()
+            .count();
+        assert_eq!(left, 0, "the empty run folder is removed");
         let missing = Runner {
             exe: dir.path().join("nonexistent"),
             ..runner
@@ -235,16 +242,14 @@ mod tests {
     }
 
     #[test]
-    fn results_and_verdict_lines_are_read_from_the_output() {
+    fn results_and_verdict_lines_are_read_from_the_run_folder() {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("fake-test");
-        let results = dir.path().join("tests/t/2026");
         std::fs::write(
             &script,
-            format!(
-                "#!/bin/sh\necho 'results: {}'\necho 'verdict: invalid (x)'\nexit 1\n",
-                results.display()
-            ),
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --run-dir ] && d=$2; shift; done\n\
+             echo 'results: /elsewhere'\n\
+             echo '{\"valid\": false, \"verdict_line\": \"verdict: INVALID (x)\"}' > \"$d/results.json\"\nexit 1\n",
         )
         .unwrap();
         std::process::Command::new("chmod")
@@ -265,8 +270,10 @@ mod tests {
         }
         .run(&spec);
         assert_eq!(record.verdict, Verdict::Invalid);
-        assert_eq!(record.results.as_deref(), Some("tests/t/2026"));
-        assert_eq!(record.verdict_line.as_deref(), Some("verdict: invalid (x)"));
+        let results = record.results.expect("the run folder");
+        assert!(results.starts_with("tests/t/"), "{results}");
+        assert!(dir.path().join(&results).join("results.json").is_file());
+        assert_eq!(record.verdict_line.as_deref(), Some("verdict: INVALID (x)"));
         assert_eq!(record.error, None);
     }
 }

@@ -31,6 +31,19 @@ pub enum WorkloadKind {
     Queue,
 }
 
+impl WorkloadKind {
+    /// The name a workload file gives it (`workload: register`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Register => "register",
+            WorkloadKind::Lock => "lock",
+            WorkloadKind::Election => "election",
+            WorkloadKind::Barrier => "barrier",
+            WorkloadKind::Queue => "queue",
+        }
+    }
+}
+
 /// The contents of a workload file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -237,3 +237,32 @@ pub fn nothing(_: &TestCluster) {}
 extern "C" {
     fn geteuid() -> u32;
 }
+
+/// The page at `path` of a `stampede serve` over the results folder `results`, started on a
+/// free loopback port for this one request and stopped (by pid) after it.
+pub fn serve_page(results: &Path, path: &str) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(["serve", "--port", "0", "--results"])
+        .arg(results)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("cannot run stampede serve");
+    let mut line = String::new();
+    let read = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+    let page = read.ok().and_then(|_| {
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")?
+            .trim_end_matches('/');
+        let mut stream = std::net::TcpStream::connect(addr).ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+        let mut page = String::new();
+        stream.read_to_string(&mut page).ok()?;
+        Some(page)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    page.unwrap_or_else(|| panic!("stampede serve did not answer {path} (first line {line:?})"))
+}

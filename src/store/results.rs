@@ -1,0 +1,82 @@
+//! `results.json`: the verdict of a run and every checker's report.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{Figures, TestConfig};
+use crate::checker::exposure::Exposure;
+use crate::checker::lost::LostReport;
+use crate::checker::result::{Counts, Validity};
+
+/// The schema `results.json` is written in. Version 1 (folders written before this module
+/// existed, without the field) is read too: its figures are derived from its checker reports.
+pub const SCHEMA: u32 = 2;
+
+/// What a run's `results.json` holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    /// The schema version the file was written in.
+    #[serde(default = "first_schema")]
+    pub schema: u32,
+    /// The verdict: valid, invalid, or unknown (also when aborted).
+    pub valid: Validity,
+    /// The verdict line as printed (absent from version 1 files).
+    #[serde(default)]
+    pub verdict_line: Option<String>,
+    /// Why the run stopped early, if it did.
+    #[serde(default)]
+    pub aborted: Option<String>,
+    /// The faults the run met.
+    #[serde(default)]
+    pub exposure: Option<Exposure>,
+    /// Facts of lost state the history holds.
+    #[serde(default)]
+    pub lost: Option<LostReport>,
+    /// How the client operations ended, per function.
+    #[serde(default)]
+    pub operations: BTreeMap<String, Counts>,
+    /// What a recipe run measured.
+    #[serde(default)]
+    pub figures: Figures,
+    /// Each checker's report by checker (`linearizable`, `zookeeper`, `lock`, `liveness`,
+    /// `election`, `barrier`, `queue`, …) and the recipe run's summary as `run`.
+    #[serde(flatten)]
+    pub checks: Map<String, Value>,
+}
+
+fn first_schema() -> u32 {
+    1
+}
+
+impl Results {
+    /// The verdict as one word: `valid`, `INVALID`, `unknown`, or `unknown (aborted)`.
+    pub fn verdict_word(&self) -> &'static str {
+        match (self.valid, self.aborted.is_some()) {
+            (Validity::Invalid, _) => "INVALID",
+            (_, true) => "unknown (aborted)",
+            (Validity::Valid, false) => "valid",
+            (Validity::Unknown, false) => "unknown",
+        }
+    }
+
+    /// The verdict counting an aborted run as unknown whatever its checkers said.
+    pub fn verdict(&self) -> Validity {
+        match (self.valid, self.aborted.is_some()) {
+            (Validity::Invalid, _) => Validity::Invalid,
+            (_, true) => Validity::Unknown,
+            (valid, false) => valid,
+        }
+    }
+
+    /// Parses `text`, bringing an older schema up to date (`config`: the run's `test.yaml`,
+    /// which version 1 needs for its figures).
+    pub fn parse(text: &str, config: Option<&TestConfig>) -> serde_json::Result<Results> {
+        let mut results: Results = serde_json::from_str(text)?;
+        if results.schema < 2 {
+            results.figures = Figures::derive(&results.checks, config);
+        }
+        Ok(results)
+    }
+}
