@@ -216,6 +216,10 @@ impl Db for Keeperd {
         format!("{}:{}", node.host, self.cfg.client_port)
     }
 
+    fn runs_on(&self, node: &Node) -> bool {
+        self.nodes.iter().any(|n| n.name == node.name)
+    }
+
     async fn setup(&self, control: &Control) -> anyhow::Result<()> {
         let binary = match &self.cfg.binary {
             Some(path) => path.clone(),
