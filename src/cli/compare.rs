@@ -152,7 +152,7 @@ fn load_run(folder: &RunFolder) -> anyhow::Result<RunRow> {
         nemesis: test.as_ref().map_or("-".into(), TestConfig::fault_kinds),
         verdict: results.verdict_word().to_string(),
         recipe: figures.recipe.clone(),
-        contenders: figures.recipe.as_ref().and(figures.contenders),
+        contenders: figures.contenders,
         figures: figures.recipe_figures(),
         server_per_release: figures
             .server

@@ -32,9 +32,7 @@ pub fn run(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     let suite_folder = args.file.parent().unwrap_or(Path::new("."));
     let tests = suite.expand(suite_folder);
     let now = std::time::SystemTime::now();
-    let stamp = humantime::format_rfc3339_seconds(now)
-        .to_string()
-        .replace(':', "");
+    let stamp = crate::store::stamp(now);
     let dir = runner::suite_dir(&args.results, &name, &stamp);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let dir = std::fs::canonicalize(&dir)?;

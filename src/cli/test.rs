@@ -336,9 +336,7 @@ fn sweep(args: &TestArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-        .to_string()
-        .replace(':', "");
+    let stamp = crate::store::stamp(std::time::SystemTime::now());
     let dir = args.results.join(format!("sweep-{stamp}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let rows = super::compare::load_runs(&runs)?;

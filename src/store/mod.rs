@@ -14,4 +14,4 @@ mod run_folder;
 pub use config::TestConfig;
 pub use figures::Figures;
 pub use results::{Results, SCHEMA};
-pub use run_folder::RunFolder;
+pub use run_folder::{stamp, RunFolder};

@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Figures, TestConfig};
+use super::Figures;
 use crate::checker::exposure::Exposure;
 use crate::checker::lost::LostReport;
 use crate::checker::result::{Counts, Validity};
 
 /// The schema `results.json` is written in. Version 1 (folders written before this module
-/// existed, without the field) is read too: its figures are derived from its checker reports.
+/// existed, without the field) is read too: `RunFolder::read_results` derives its figures
+/// from its checker reports.
 pub const SCHEMA: u32 = 2;
 
 /// What a run's `results.json` holds.
@@ -53,10 +54,10 @@ fn first_schema() -> u32 {
 impl Results {
     /// The verdict as one word: `valid`, `INVALID`, `unknown`, or `unknown (aborted)`.
     pub fn verdict_word(&self) -> &'static str {
-        match (self.valid, self.aborted.is_some()) {
+        match (self.verdict(), self.aborted.is_some()) {
+            (Validity::Valid, _) => "valid",
             (Validity::Invalid, _) => "INVALID",
-            (_, true) => "unknown (aborted)",
-            (Validity::Valid, false) => "valid",
+            (Validity::Unknown, true) => "unknown (aborted)",
             (Validity::Unknown, false) => "unknown",
         }
     }
@@ -68,15 +69,5 @@ impl Results {
             (_, true) => Validity::Unknown,
             (valid, false) => valid,
         }
-    }
-
-    /// Parses `text`, bringing an older schema up to date (`config`: the run's `test.yaml`,
-    /// which version 1 needs for its figures).
-    pub fn parse(text: &str, config: Option<&TestConfig>) -> serde_json::Result<Results> {
-        let mut results: Results = serde_json::from_str(text)?;
-        if results.schema < 2 {
-            results.figures = Figures::derive(&results.checks, config);
-        }
-        Ok(results)
     }
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::{Results, TestConfig, SCHEMA};
+use super::{Figures, Results, TestConfig, SCHEMA};
 
 /// A run's folder, `results/<test>/<stamp>/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,9 +17,7 @@ impl RunFolder {
     /// `-2`, `-3`… suffix if a run of that second already has it), and points
     /// `results/latest` at it.
     pub fn create(results: &Path, test: &str) -> anyhow::Result<RunFolder> {
-        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-            .to_string()
-            .replace(':', "");
+        let stamp = stamp(std::time::SystemTime::now());
         let parent = results.join(test);
         std::fs::create_dir_all(&parent)
             .with_context(|| format!("cannot create {}", parent.display()))?;
@@ -149,8 +147,9 @@ impl RunFolder {
             .with_context(|| format!("cannot write {}", path.display()))
     }
 
-    /// Reads `results.json` (of any schema, brought up to date); `None` when the run has none
-    /// (still running, or its controller was killed).
+    /// Reads `results.json` (of any schema: an older one's figures are derived from its
+    /// reports and `test.yaml`); `None` when the run has none (still running, or its
+    /// controller was killed).
     pub fn read_results(&self) -> anyhow::Result<Option<Results>> {
         let path = self.results_path();
         let text = match std::fs::read_to_string(&path) {
@@ -158,11 +157,22 @@ impl RunFolder {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).context(format!("cannot read {}", path.display())),
         };
-        let config = self.read_config().ok().flatten();
-        Results::parse(&text, config.as_ref())
-            .map(Some)
-            .with_context(|| format!("{}: not a results file", path.display()))
+        let mut results: Results = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a results file", path.display()))?;
+        if results.schema < SCHEMA {
+            let config = self.read_config().ok().flatten();
+            results.figures = Figures::derive(&results.checks, config.as_ref());
+        }
+        Ok(Some(results))
     }
+}
+
+/// The name of a folder for something started at `at`: its UTC time to the second without
+/// colons, e.g. `2026-11-21T052629Z`.
+pub fn stamp(at: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_seconds(at)
+        .to_string()
+        .replace(':', "")
 }
 
 /// Points `results/latest` at the run folder `dir`.
