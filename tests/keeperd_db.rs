@@ -1,114 +1,163 @@
-//! Integration test of keeperd as a database under test: stampede provisions it on a node of
-//! a local cluster over SSH, runs the register and lock workloads against it while kill -9
-//! and SIGSTOP hit the server, and judges the histories valid: nothing acknowledged was lost
-//! across the restarts, and no two contenders held the lock at once. The same register run
-//! against a keeperd built with a failpoint that empties its data at every start is judged
-//! INVALID.
+//! Integration test of keeperd as a database under test: on a 3-node local cluster,
+//! `--db keeperd` runs a 3-server ensemble. The register workload under partitions, kills
+//! and pauses of the leader is judged valid with the replicas converged; the lock workload
+//! under kill -9 and SIGSTOP is valid. Then, for each classic replication bug keeperd can be
+//! built with (cargo feature `failpoints`), a run with the faults that expose it is judged
+//! INVALID with the anomaly the bug causes; so is a keeperd whose members forget their data
+//! at every start (`forget-on-start`), killed all at once.
 //!
-//! A custom harness (`harness = false`) on a one-node cluster of its own. Needs root on Linux
-//! and the keeperd binary built beside the test (`cargo test --workspace` builds it).
+//! A custom harness (`harness = false`) on a cluster of its own. Needs root on Linux and the
+//! keeperd binary built beside the test (`cargo test --workspace` builds it); the failpoint
+//! build is made here with cargo (`--bin keeperd-failpoints --features failpoints`).
 
 mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
 use common::{keeperd_binary, last_line, text, TestCluster};
 
-/// Runs `workload` against the keeperd `binary` under kill -9 and pause.
-fn run_under_kill_and_pause(
-    cluster: &TestCluster,
-    binary: &str,
-    workload: &str,
-) -> std::process::Output {
-    cluster.stampede(&[
-        "test",
-        "--db",
-        "keeperd",
-        "--keeperd-binary",
-        binary,
-        "--workload",
-        workload,
-        "--nemesis",
-        "kill-pause",
-        "--time-limit",
-        "24",
-        "--set",
-        "generator.nemesis_interval=3s",
-        "--set",
-        "generator.nemesis_duration=4s",
-    ])
+/// The directory of the binaries cargo built for this workspace (`target/<profile>`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf()
 }
 
-/// The operations of a run's history.
-fn history(dir: &std::path::Path) -> Vec<serde_json::Value> {
+/// keeperd built with its failpoints, made once with cargo in this workspace's target dir.
+fn failpoints_binary() -> &'static str {
+    static BUILT: OnceLock<String> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = profile_dir();
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("keeperd/Cargo.toml");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = std::process::Command::new(cargo);
+        build
+            .args(["build", "-p", "keeperd", "--features", "failpoints"])
+            .args(["--bin", "keeperd-failpoints", "--manifest-path"])
+            .arg(&manifest);
+        if dir.file_name().is_some_and(|p| p == "release") {
+            build.arg("--release");
+        }
+        let out = build.output().expect("cannot run cargo");
+        assert!(
+            out.status.success(),
+            "building keeperd-failpoints failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let binary = dir.join("keeperd-failpoints");
+        assert!(binary.exists(), "{} was not built", binary.display());
+        binary.display().to_string()
+    })
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/keeperd")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// `stampede test` against keeperd on the cluster with `extra` arguments.
+fn run(cluster: &TestCluster, binary: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["test", "--db", "keeperd", "--keeperd-binary", binary];
+    args.extend_from_slice(extra);
+    cluster.stampede(&args)
+}
+
+fn history(cluster: &TestCluster, out: &Output) -> (PathBuf, Vec<serde_json::Value>) {
+    let dir = cluster.results_dir(out);
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
-    history
+    let ops = history
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// Runs `workload` against keeperd under kill -9 and pause; asserts a valid verdict and
-/// returns the results folder and the history.
-fn valid_run_under_kill_and_pause(
-    cluster: &TestCluster,
-    workload: &str,
-) -> (std::path::PathBuf, Vec<serde_json::Value>) {
-    let binary = keeperd_binary();
-    let out = run_under_kill_and_pause(cluster, &binary, workload);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "a valid verdict: {}",
-        text(&out)
-    );
-    assert!(
-        last_line(&out).starts_with("verdict: valid"),
-        "{}",
-        text(&out)
-    );
-    assert!(
-        last_line(&out).contains("under 2 kills (one, ") || last_line(&out).contains("kill (one, "),
-        "the verdict says what the run was exposed to: {}",
-        last_line(&out)
-    );
-    let dir = cluster.results_dir(&out);
-    let ops = history(&dir);
+        .collect();
     (dir, ops)
 }
 
-fn register_under_kill_and_pause_is_valid(cluster: &TestCluster) {
-    let (dir, ops) = valid_run_under_kill_and_pause(cluster, "register");
-    for fault in ["start-kill", "start-pause"] {
-        let hit = ops
-            .iter()
-            .any(|op| op["f"] == fault && op["type"] == "info" && op["value"]["nodes"][0] == "n1");
-        assert!(hit, "{fault} hit the keeperd server");
-    }
-    let writes_after_restart = ops
-        .iter()
-        .skip_while(|op| op["f"] != "stop-kill")
-        .filter(|op| op["f"] == "write" && op["type"] == "ok")
-        .count();
+fn assert_valid(out: &Output) {
+    assert_eq!(out.status.code(), Some(0), "a valid verdict: {}", text(out));
     assert!(
-        writes_after_restart > 10,
-        "the restarted server took writes: {writes_after_restart}"
-    );
-    let final_reads = ops
-        .iter()
-        .filter(|op| op["f"] == "read" && op["type"] == "ok")
-        .count();
-    assert!(final_reads > 0, "final reads checked what survived");
-    assert!(
-        std::fs::metadata(dir.join("nodes/n1/keeperd.log")).is_ok(),
-        "the server's log was collected"
+        last_line(out).starts_with("verdict: valid"),
+        "{}",
+        text(out)
     );
 }
 
-fn lock_under_kill_and_pause_is_valid(cluster: &TestCluster) {
-    let (_, ops) = valid_run_under_kill_and_pause(cluster, "lock-sequential");
+fn register_on_an_ensemble_under_leader_faults_is_valid(cluster: &TestCluster) {
+    let faults = fixture("ensemble-faults.yaml");
+    let out = run(
+        cluster,
+        &keeperd_binary(),
+        &[
+            "--workload",
+            "register",
+            "--nemesis",
+            &faults,
+            "--time-limit",
+            "27s",
+            "--set",
+            "generator.nemesis_interval=3s",
+            "--set",
+            "generator.nemesis_duration=5s",
+        ],
+    );
+    assert_valid(&out);
+    assert!(
+        last_line(&out).contains("replicas: converged (3 at zxid"),
+        "{}",
+        text(&out)
+    );
+    let (dir, ops) = history(cluster, &out);
+    for fault in ["start-partition", "start-kill", "start-pause"] {
+        let hit = ops
+            .iter()
+            .any(|op| op["f"] == fault && op["type"] == "info");
+        assert!(hit, "{fault} took effect");
+    }
+    // Every node ran a member, and leadership moved with the faults.
+    let mut leaderships = 0;
+    for n in ["n1", "n2", "n3"] {
+        let log = std::fs::read_to_string(dir.join(format!("nodes/{n}/keeperd.log")))
+            .unwrap_or_else(|e| panic!("{n}'s keeperd log was not collected: {e}"));
+        assert!(log.contains("server "), "{n} ran a member: {log}");
+        leaderships += log.matches("established, serving clients").count();
+    }
+    assert!(leaderships >= 2, "the leader changed under the faults");
+    let writes = ops
+        .iter()
+        .filter(|op| op["f"] == "write" && op["type"] == "ok")
+        .count();
+    assert!(writes > 50, "writes went through: {writes}");
+}
+
+fn lock_on_an_ensemble_under_kill_and_pause_is_valid(cluster: &TestCluster) {
+    let out = run(
+        cluster,
+        &keeperd_binary(),
+        &[
+            "--workload",
+            "lock-sequential",
+            "--nemesis",
+            "kill-pause",
+            "--time-limit",
+            "18s",
+            "--set",
+            "generator.nemesis_interval=3s",
+            "--set",
+            "generator.nemesis_duration=4s",
+        ],
+    );
+    assert_valid(&out);
+    let (_, ops) = history(cluster, &out);
     assert!(
         ops.iter()
             .any(|op| op["f"] == "start-kill" && op["type"] == "info"),
-        "the server was killed"
+        "a server was killed"
     );
     let held = ops
         .iter()
@@ -117,88 +166,135 @@ fn lock_under_kill_and_pause_is_valid(cluster: &TestCluster) {
     assert!(held > 10, "contenders held the lock: {held}");
 }
 
-/// Builds keeperd with the `failpoints` feature and returns a copy of the binary in the test's
-/// scratch folder; the plain build is put back afterwards (both land on the one path cargo
-/// gives the binary).
-fn failpoint_build(cluster: &TestCluster) -> std::path::PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
-    let build = |extra: &[&str]| {
-        let mut command = std::process::Command::new(&cargo);
-        command.args([
-            "build",
-            "--release",
-            "--manifest-path",
-            manifest,
-            "-p",
-            "keeperd",
-        ]);
-        let out = command.args(extra).output().expect("cargo runs");
-        assert!(out.status.success(), "{}", text(&out));
-    };
-    build(&["--features", "keeperd/failpoints"]);
-    let copy = cluster.work.join("keeperd-failpoints");
-    std::fs::copy(keeperd_binary(), &copy).unwrap();
-    build(&[]);
-    copy
+/// A run of keeperd with `failpoint` on must be judged INVALID, naming `anomaly`.
+fn caught(cluster: &TestCluster, failpoint: &str, extra: &[&str], anomaly: &str) {
+    let mut args = vec!["--keeperd-failpoints", failpoint, "--workload", "register"];
+    args.extend_from_slice(extra);
+    let out = run(cluster, failpoints_binary(), &args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{failpoint}: anomalies found: {}",
+        text(&out)
+    );
+    let verdict = last_line(&out);
+    assert!(
+        verdict.starts_with("verdict: INVALID") && verdict.contains(anomaly),
+        "{failpoint}: expected {anomaly:?} in {verdict}"
+    );
+    let (dir, _) = history(cluster, &out);
+    let log = std::fs::read_to_string(dir.join("nodes/n1/keeperd.log")).unwrap();
+    assert!(
+        log.contains(&format!("failpoints on: {failpoint}")),
+        "{log}"
+    );
 }
 
-/// A keeperd that loses all its data at every restart (the `forget-on-start` failpoint): the
-/// register run under the same kills as [`register_under_kill_and_pause_is_valid`] must be
-/// judged INVALID, the reads and writes answered `no-node` judged as lost writes.
-fn a_server_that_forgets_on_restart_is_caught(cluster: &TestCluster) {
-    let binary = failpoint_build(cluster);
-    let wrapper = cluster.work.join("keeperd-forgetful");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nKEEPERD_FAILPOINTS=forget-on-start exec {} \"$@\"\n",
-            binary.display()
-        ),
-    )
-    .unwrap();
-    let out = run_under_kill_and_pause(cluster, &wrapper.display().to_string(), "register");
-    let verdict = last_line(&out);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(verdict.starts_with("verdict: INVALID under "), "{verdict}");
-    assert!(verdict.contains("lost-write"), "{verdict}");
-    let dir = cluster.results_dir(&out);
-    let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    assert_eq!(results["linearizable"]["valid"], false, "{results:#}");
-    assert!(
-        results["zookeeper"]["counts"]["lost-write"].as_u64() > Some(0),
-        "{results:#}"
-    );
-    let ops = history(&dir);
-    let no_node = ops
-        .iter()
-        .filter(|op| op["type"] == "fail" && op["error"] == "no-node")
-        .count();
-    assert!(no_node > 0, "the emptied server answered no-node");
-    let log = std::fs::read_to_string(dir.join("nodes/n1/keeperd.log")).unwrap();
-    assert!(log.contains("failpoint forget-on-start"), "{log}");
-    let check = cluster.stampede(&["check", &dir.display().to_string()]);
-    assert_eq!(last_line(&check), verdict, "check agrees with the run");
+/// Partitions of the leader, the first 3 s in, for 6 s.
+const PARTITION_LEADER: &[&str] = &[
+    "--time-limit",
+    "12s",
+    "--set",
+    "generator.nemesis_interval=3s",
+    "--set",
+    "generator.nemesis_duration=6s",
+];
+
+fn commit_before_a_quorum_loses_acknowledged_writes(cluster: &TestCluster) {
+    let faults = fixture("partition-leader.yaml");
+    let mut args = vec!["--nemesis", faults.as_str()];
+    args.extend_from_slice(PARTITION_LEADER);
+    caught(cluster, "commit-before-quorum", &args, "lost-write");
+}
+
+fn a_leader_writing_without_its_quorum_loses_acknowledged_writes(cluster: &TestCluster) {
+    let faults = fixture("partition-leader.yaml");
+    let mut args = vec!["--nemesis", faults.as_str()];
+    args.extend_from_slice(PARTITION_LEADER);
+    caught(cluster, "stale-leader-writes", &args, "lost-write");
+}
+
+fn skipping_trunc_leaves_a_replica_diverged(cluster: &TestCluster) {
+    // Clients of the cut-off leader give up fast and reconnect to it, so it logs
+    // transactions (sessions, writes) that never commit; the learner keeps them.
+    let faults = fixture("partition-leader.yaml");
+    let mut args = vec![
+        "--nemesis",
+        faults.as_str(),
+        "--set",
+        "generator.concurrency=9",
+        "--set",
+        "register.op_timeout=1500ms",
+    ];
+    args.extend_from_slice(PARTITION_LEADER);
+    caught(cluster, "skip-trunc", &args, "replicas: DIVERGED");
+}
+
+fn acknowledging_before_durable_loses_acknowledged_writes(cluster: &TestCluster) {
+    // The leader is killed 8 s in; the followers wrote lazily, last about 5 s in.
+    let faults = fixture("kill-leader.yaml");
+    let args = [
+        "--nemesis",
+        faults.as_str(),
+        "--time-limit",
+        "14s",
+        "--set",
+        "generator.nemesis_interval=8s",
+        "--set",
+        "generator.nemesis_duration=4s",
+    ];
+    caught(cluster, "ack-before-durable", &args, "lost-write");
+}
+
+fn members_that_forget_on_restart_lose_acknowledged_writes(cluster: &TestCluster) {
+    // Every member is killed at once 5 s in and comes back with an empty data directory.
+    let faults = fixture("kill-all.yaml");
+    let args = [
+        "--nemesis",
+        faults.as_str(),
+        "--time-limit",
+        "16s",
+        "--set",
+        "generator.nemesis_interval=5s",
+        "--set",
+        "generator.nemesis_duration=3s",
+    ];
+    caught(cluster, "forget-on-start", &args, "lost-write");
 }
 
 fn main() {
     let scenarios: &[common::Scenario] = &[
         (
-            "register_under_kill_and_pause_is_valid",
-            register_under_kill_and_pause_is_valid,
+            "register_on_an_ensemble_under_leader_faults_is_valid",
+            register_on_an_ensemble_under_leader_faults_is_valid,
         ),
         (
-            "lock_under_kill_and_pause_is_valid",
-            lock_under_kill_and_pause_is_valid,
+            "lock_on_an_ensemble_under_kill_and_pause_is_valid",
+            lock_on_an_ensemble_under_kill_and_pause_is_valid,
         ),
         (
-            "a_server_that_forgets_on_restart_is_caught",
-            a_server_that_forgets_on_restart_is_caught,
+            "commit_before_a_quorum_loses_acknowledged_writes",
+            commit_before_a_quorum_loses_acknowledged_writes,
+        ),
+        (
+            "a_leader_writing_without_its_quorum_loses_acknowledged_writes",
+            a_leader_writing_without_its_quorum_loses_acknowledged_writes,
+        ),
+        (
+            "skipping_trunc_leaves_a_replica_diverged",
+            skipping_trunc_leaves_a_replica_diverged,
+        ),
+        (
+            "acknowledging_before_durable_loses_acknowledged_writes",
+            acknowledging_before_durable_loses_acknowledged_writes,
+        ),
+        (
+            "members_that_forget_on_restart_lose_acknowledged_writes",
+            members_that_forget_on_restart_lose_acknowledged_writes,
         ),
     ];
     TestCluster::new("stkd", "10.241.12.0/24").run(
-        1,
+        3,
         common::nothing,
         scenarios,
         common::nothing,

@@ -369,8 +369,26 @@ fn a_run_whose_fault_failed_to_start_is_unknown(cluster: &TestCluster) {
 /// leader resolve to it (a standalone server leads), and the verdict says so.
 fn kills_reach_the_one_keeperd_server(cluster: &TestCluster) {
     let binary = keeperd_binary();
+    // keeperd on n1 alone: a nodes file naming only n1 of the cluster (keeperd runs on every
+    // node it is given, as an ensemble when there are several).
+    let state = cluster.state_dir();
+    let all = std::fs::read_to_string(format!("{state}/nodes")).unwrap();
+    let n1: String = all
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some("n1"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(!n1.is_empty(), "no n1 in {all}");
+    let nodes_file = cluster.work.join("n1-only");
+    std::fs::write(&nodes_file, n1).unwrap();
     let out = cluster.stampede(&[
         "test",
+        "--nodes-file",
+        &nodes_file.display().to_string(),
+        "--ssh-key",
+        &format!("{state}/id_ed25519"),
+        "--known-hosts",
+        &format!("{state}/known_hosts"),
         "--db",
         "keeperd",
         "--keeperd-binary",

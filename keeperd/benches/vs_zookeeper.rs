@@ -1,15 +1,21 @@
-//! keeperd against Apache ZooKeeper standalone (Debian's package) on this
-//! machine: the same client (zookeeper-client), the same load. Throughput of
-//! create, setData and getData with 1, 10 and 100 concurrent sessions,
-//! p50/p99 latency, and the resident memory of both servers.
+//! keeperd against Apache ZooKeeper (Debian's package) on this machine,
+//! standalone or as ensembles of N servers: the same client
+//! (zookeeper-client), the same load. Throughput of create, setData and
+//! getData with 1, 10 and 100 concurrent sessions (spread over the servers
+//! of an ensemble), p50/p99 latency, the resident memory of every server,
+//! and for ensembles the failover time: the leader killed (kill -9) until
+//! the first write is acknowledged by the others.
 //!
-//! Run: `cargo bench -p keeperd --bench vs_zookeeper [-- --seconds 3] [--op create] [--only keeperd]`
-//! Both servers listen on 127.0.0.1 ports picked free; both fsync their log.
+//! Run: `cargo bench -p keeperd --bench vs_zookeeper [-- --servers 3] [--seconds 3]
+//! [--op create] [--only keeperd] [--failovers 3] [--keep]`
+//! Every server listens on 127.0.0.1 ports picked free; all fsync their log.
+//! `--keep` leaves the servers' folders (data, zoo.cfg, server.log) in the
+//! temp dir, with keeperd logging at info level (elections, syncs, timings).
 //!
-//! Within a cell both servers have their sessions open at once and take
+//! Within a cell both databases have their sessions open at once and take
 //! turns: after a 1 s warm-up each, the measured seconds are run as slices
-//! of about half a second, alternating between the servers, so that on a
-//! shared machine both see the same background load.
+//! of about half a second, alternating between them, so that on a shared
+//! machine both see the same background load.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -44,19 +50,87 @@ const SLICE: Duration = Duration::from_millis(500);
 const WARM_UP: Duration = Duration::from_secs(1);
 const OPS: &[&str] = &["create", "setData", "getData"];
 const DATA: &[u8] = &[b'x'; 100];
+/// `--keep`: leave the servers' folders, keeperd logging at info level.
+static KEEP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn keep() -> bool {
+    KEEP.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 struct ServerProcess {
     name: &'static str,
-    child: Child,
+    child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    cfg: PathBuf,
+}
+
+impl ServerProcess {
+    /// kill -9 of the server.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server (again) on its config and data.
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))
+            .unwrap();
+        let mut cmd = if self.name == "keeperd" {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_keeperd"));
+            c.env("RUST_LOG", if keep() { "info" } else { "warn" })
+                .arg(&self.cfg);
+            c
+        } else {
+            let cp: Vec<String> = ZK_JARS
+                .iter()
+                .map(|j| format!("/usr/share/java/{j}"))
+                .collect();
+            for j in &cp {
+                assert!(
+                    Path::new(j).exists(),
+                    "{j} missing: apt-get install -y zookeeper"
+                );
+            }
+            let mut c = Command::new("java");
+            c.arg("-cp")
+                .arg(cp.join(":"))
+                .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+                .arg(&self.cfg);
+            c
+        };
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start server");
+        self.child = Some(child);
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
+    /// The mode `srvr` reports, if the server serves.
+    fn mode(&self) -> Option<String> {
+        four(self.port, "srvr")
+            .lines()
+            .find_map(|l| l.strip_prefix("Mode: "))
+            .map(str::to_string)
+    }
 }
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.kill();
+        if !keep() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -79,63 +153,70 @@ fn four(port: u16, word: &str) -> String {
     out
 }
 
-fn start(name: &'static str) -> ServerProcess {
-    let dir = std::env::temp_dir().join(format!("keeperd-bench-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port();
-    let cfg = dir.join("zoo.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "tickTime=2000\nclientPort={port}\nclientPortAddress=127.0.0.1\ndataDir={}\n4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\n",
-            dir.join("data").display()
-        ),
-    )
-    .unwrap();
-    let log = std::fs::File::create(dir.join("server.log")).unwrap();
-    let mut cmd = if name == "keeperd" {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_keeperd"));
-        c.env("RUST_LOG", "warn").arg(&cfg);
-        c
-    } else {
-        let cp: Vec<String> = ZK_JARS
-            .iter()
-            .map(|j| format!("/usr/share/java/{j}"))
-            .collect();
-        for j in &cp {
-            assert!(
-                Path::new(j).exists(),
-                "{j} missing: apt-get install -y zookeeper"
-            );
+/// Starts `name` (keeperd or zookeeper) on `n` servers: standalone for
+/// one, else an ensemble (server.N lines, myid), and waits until they serve.
+fn start(name: &'static str, n: usize) -> Vec<ServerProcess> {
+    let root = std::env::temp_dir().join(format!("keeperd-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let peers: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+    let mut servers = String::new();
+    if n > 1 {
+        for (i, (q, e)) in peers.iter().enumerate() {
+            servers.push_str(&format!("server.{}=127.0.0.1:{q}:{e}\n", i + 1));
         }
-        let mut c = Command::new("java");
-        c.arg("-cp")
-            .arg(cp.join(":"))
-            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
-            .arg(&cfg);
-        c
-    };
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start server");
-    let server = ServerProcess {
-        name,
-        child,
-        port,
-        dir,
-    };
+    }
+    let mut running = Vec::new();
+    for i in 1..=n {
+        let dir = root.join(format!("s{i}"));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::write(dir.join("data/myid"), format!("{i}\n")).unwrap();
+        let port = free_port();
+        let cfg = dir.join("zoo.cfg");
+        std::fs::write(
+            &cfg,
+            format!(
+                "tickTime=2000\ninitLimit=10\nsyncLimit=5\nclientPort={port}\nclientPortAddress=127.0.0.1\ndataDir={}\n4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\n{servers}",
+                dir.join("data").display()
+            ),
+        )
+        .unwrap();
+        let mut server = ServerProcess {
+            name,
+            child: None,
+            port,
+            dir,
+            cfg,
+        };
+        server.spawn();
+        running.push(server);
+    }
+    wait_serving(&running);
+    running
+}
+
+/// Waits until every running server serves, one of them leading in an ensemble.
+fn wait_serving(servers: &[ServerProcess]) {
     let t = Instant::now();
-    while four(port, "ruok") != "imok" {
+    loop {
+        let modes: Vec<Option<String>> = servers
+            .iter()
+            .filter(|s| s.child.is_some())
+            .map(ServerProcess::mode)
+            .collect();
+        let leaders = modes
+            .iter()
+            .filter(|m| m.as_deref() == Some("leader"))
+            .count();
+        if modes.iter().all(Option::is_some) && (leaders == 1 || servers.len() == 1) {
+            return;
+        }
         assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "{name} did not start"
+            t.elapsed() < Duration::from_secs(60),
+            "{} did not form: {modes:?}",
+            servers[0].name
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    server
 }
 
 fn rss_kib(pid: u32) -> (u64, u64) {
@@ -225,10 +306,11 @@ struct Load {
 }
 
 impl Load {
-    async fn start(port: u16, op: &'static str, sessions: usize) -> Load {
-        let addr = format!("127.0.0.1:{port}");
+    /// `sessions` sessions running `op`, spread over the servers at `ports`.
+    async fn start(ports: &[u16], op: &'static str, sessions: usize) -> Load {
+        let addr = |i: usize| format!("127.0.0.1:{}", ports[i % ports.len()]);
         let dir = format!("/bench-{op}-{sessions}");
-        let setup = Client::connect(&addr).await.unwrap();
+        let setup = Client::connect(&addr(0)).await.unwrap();
         setup
             .create(
                 &dir,
@@ -241,7 +323,7 @@ impl Load {
         let (tx, mut done) = mpsc::unbounded_channel();
         for i in 0..sessions {
             let node = format!("{dir}/s{i}");
-            tokio::spawn(session(addr.clone(), op, node, rx.clone(), tx.clone()));
+            tokio::spawn(session(addr(i), op, node, rx.clone(), tx.clone()));
         }
         for _ in 0..sessions {
             done.recv().await.expect("a session failed to start");
@@ -286,11 +368,11 @@ impl Load {
     }
 }
 
-/// One cell: every server's sessions open at once, then turns in alternation.
-async fn cell(ports: &[u16], op: &'static str, sessions: usize, secs: f64) -> Vec<CellResult> {
+/// One cell: every database's sessions open at once, then turns in alternation.
+async fn cell(dbs: &[Vec<u16>], op: &'static str, sessions: usize, secs: f64) -> Vec<CellResult> {
     let mut loads = Vec::new();
-    for &port in ports {
-        loads.push(Load::start(port, op, sessions).await);
+    for ports in dbs {
+        loads.push(Load::start(ports, op, sessions).await);
     }
     for load in &mut loads {
         load.turn(WARM_UP, false).await;
@@ -305,28 +387,76 @@ async fn cell(ports: &[u16], op: &'static str, sessions: usize, secs: f64) -> Ve
     loads.into_iter().map(Load::result).collect()
 }
 
+/// Kills the leader of `servers` and measures until a client already
+/// connected to the others has a write acknowledged; restarts the old
+/// leader and waits for the ensemble again.
+async fn failover(servers: &mut [ServerProcess], round: usize) -> Duration {
+    let leader = servers
+        .iter()
+        .position(|s| s.mode().as_deref() == Some("leader"))
+        .expect("a leader");
+    let others: Vec<String> = servers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != leader)
+        .map(|(_, s)| format!("127.0.0.1:{}", s.port))
+        .collect();
+    let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    let client = Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(&others.join(","))
+        .await
+        .expect("connect");
+    client
+        .create(&format!("/failover-{round}"), b"", &opts)
+        .await
+        .expect("a write before the failover");
+    servers[leader].kill();
+    let killed = Instant::now();
+    for k in 0.. {
+        let path = format!("/failover-{round}/{k}");
+        let write = client.create(&path, b"", &opts);
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), write).await {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(60),
+            "no failover within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let took = killed.elapsed();
+    servers[leader].spawn();
+    wait_serving(servers);
+    took
+}
+
 fn main() {
     let mut secs = 3.0;
-    let mut servers = vec!["keeperd", "zookeeper"];
+    let mut names = vec!["keeperd", "zookeeper"];
     let mut ops = OPS.to_vec();
+    let mut n = 1;
+    let mut failovers = 3;
     let mut args = std::env::args().skip(1);
+    let number = |v: Option<String>, what: &str| -> f64 {
+        v.and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{what} takes a number"))
+    };
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--seconds" => {
-                secs = args
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .expect("--seconds takes a number")
-            }
+            "--seconds" => secs = number(args.next(), "--seconds"),
+            "--servers" => n = number(args.next(), "--servers") as usize,
+            "--failovers" => failovers = number(args.next(), "--failovers") as usize,
             "--op" => {
                 let op = args.next().expect("--op takes create, setData or getData");
                 ops.retain(|o| *o == op);
                 assert!(!ops.is_empty(), "--op takes create, setData or getData");
             }
+            "--keep" => KEEP.store(true, std::sync::atomic::Ordering::Relaxed),
             "--only" => {
                 let only = args.next().expect("--only takes keeperd or zookeeper");
-                servers.retain(|s| *s == only);
-                assert!(!servers.is_empty(), "--only takes keeperd or zookeeper");
+                names.retain(|s| *s == only);
+                assert!(!names.is_empty(), "--only takes keeperd or zookeeper");
             }
             _ => {}
         }
@@ -337,52 +467,66 @@ fn main() {
         .build()
         .unwrap();
     let mut rows = Vec::new();
-    let mut memory = Vec::new();
-    // Both servers run side by side and take turns within each cell, so
+    // Both databases run side by side and take turns within each cell, so
     // both see the same background load on this shared machine.
-    let running: Vec<ServerProcess> = servers.iter().map(|name| start(name)).collect();
-    let ports: Vec<u16> = running.iter().map(|s| s.port).collect();
+    let mut dbs: Vec<Vec<ServerProcess>> = names.iter().map(|name| start(name, n)).collect();
+    let ports: Vec<Vec<u16>> = dbs
+        .iter()
+        .map(|servers| servers.iter().map(|s| s.port).collect())
+        .collect();
     for &op in &ops {
-        for &n in SESSIONS {
-            let results = runtime.block_on(cell(&ports, op, n, secs));
-            for (server, r) in running.iter().zip(results) {
+        for &sessions in SESSIONS {
+            let results = runtime.block_on(cell(&ports, op, sessions, secs));
+            for (name, r) in names.iter().zip(results) {
                 eprintln!(
-                    "{:9} {:8} {:3} sessions: {:8.0} ops/s  p50 {:7.3} ms  p99 {:7.3} ms",
-                    server.name,
-                    op,
-                    n,
+                    "{name:9} {op:8} {sessions:3} sessions: {:8.0} ops/s  p50 {:7.3} ms  p99 {:7.3} ms",
                     r.ops as f64 / r.secs,
                     r.p50.as_secs_f64() * 1e3,
                     r.p99.as_secs_f64() * 1e3
                 );
-                rows.push((server.name, op, n, r));
+                rows.push((*name, op, sessions, r));
             }
         }
     }
-    for server in &running {
-        let nodes = four(server.port, "srvr")
-            .lines()
-            .find(|l| l.starts_with("Node count"))
-            .unwrap_or("")
-            .to_string();
-        memory.push((server.name, rss_kib(server.child.id()), nodes));
+    let mut memory = Vec::new();
+    for servers in &dbs {
+        for server in servers {
+            let nodes = four(server.port, "srvr")
+                .lines()
+                .find(|l| l.starts_with("Node count"))
+                .unwrap_or("")
+                .to_string();
+            memory.push((server.name, rss_kib(server.pid()), nodes));
+        }
     }
-    if servers.len() < 2 {
+    // Failovers, the databases taking turns.
+    let mut failover_times: Vec<(&str, Duration)> = Vec::new();
+    if n > 1 {
+        for round in 0..failovers {
+            for servers in dbs.iter_mut() {
+                let took = runtime.block_on(failover(servers, round));
+                eprintln!("{:9} failover {round}: {took:?}", servers[0].name);
+                failover_times.push((servers[0].name, took));
+            }
+        }
+    }
+    if names.len() < 2 {
         return;
     }
+    println!("{n} server(s) each:\n");
     println!("| op | sessions | keeperd ops/s | ZooKeeper ops/s | keeperd p50 / p99 ms | ZooKeeper p50 / p99 ms |");
     println!("|---|---:|---:|---:|---:|---:|");
     for &op in &ops {
-        for &n in SESSIONS {
+        for &sessions in SESSIONS {
             let find = |s: &str| {
                 rows.iter()
-                    .find(|r| r.0 == s && r.1 == op && r.2 == n)
+                    .find(|r| r.0 == s && r.1 == op && r.2 == sessions)
                     .map(|r| &r.3)
                     .unwrap()
             };
             let (k, z) = (find("keeperd"), find("zookeeper"));
             println!(
-                "| {op} | {n} | {:.0} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} |",
+                "| {op} | {sessions} | {:.0} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} |",
                 k.ops as f64 / k.secs,
                 z.ops as f64 / z.secs,
                 k.p50.as_secs_f64() * 1e3,
@@ -398,6 +542,23 @@ fn main() {
             "{name}: resident {} MiB (peak {} MiB), {nodes}",
             rss / 1024,
             hwm / 1024
+        );
+    }
+    for name in &names {
+        let mut times: Vec<Duration> = failover_times
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, t)| *t)
+            .collect();
+        if times.is_empty() {
+            continue;
+        }
+        times.sort();
+        let ms: Vec<String> = times.iter().map(|t| format!("{}", t.as_millis())).collect();
+        println!(
+            "{name}: failover (leader killed -> first write acknowledged) {} ms (median {} ms)",
+            ms.join(", "),
+            times[times.len() / 2].as_millis()
         );
     }
 }

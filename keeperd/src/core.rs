@@ -17,23 +17,35 @@
 //! a reply is then awake to read that client's next request, or, when many
 //! have, to one writer thread, as one send each costs less than waking as
 //! many tasks.
+//!
+//! In an ensemble ([`Role`]) the pipeline is the same on the leader, whose
+//! [`Log`] counts a transaction committed once a quorum has it durable, and
+//! who also handles the requests its learners forward ([`ensemble`]). A
+//! learner answers reads itself, forwards writes and `sync` to the leader,
+//! logs the leader's proposals and applies them when committed, and
+//! releases the leader's answer to a forwarded request once it has applied
+//! the zxid the answer reflects.
+
+mod ensemble;
 
 use crate::auth::{digest_id, AuthId};
 use crate::config::Config;
 use crate::conn::Connection;
 use crate::jute::Writer;
-use crate::log::Log;
+use crate::log::{Log, Recovered};
 use crate::processor::{self, Caller};
 use crate::proto::{
     self, err, event, op, perms, Acl, ConnectRequest, MultiOp, ReadOp, Request, SetWatches,
 };
+use crate::quorum::{LearnerLink, Status, Upstream};
 use crate::read;
 use crate::stats::{ServerStats, Traffic};
 use crate::tree::{owner_kind, Change, DataTree, OwnerKind};
 use crate::txn::{Txn, TxnBody};
 use crate::watch::{remove_mask, ConnId, WatchManager};
+use bytes::Bytes;
 use rand::RngCore;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -61,6 +73,8 @@ pub enum Out {
 pub struct Shared {
     tree: RwLock<DataTree>,
     visible_zxid: AtomicI64,
+    /// A leader's figures and lease.
+    leader: Option<Arc<Status>>,
     /// Packets and latency, counted by the core and the connections.
     pub traffic: Traffic,
 }
@@ -76,7 +90,75 @@ impl Shared {
     pub fn visible_zxid(&self) -> i64 {
         self.visible_zxid.load(Ordering::Acquire)
     }
+
+    /// Whether clients may be answered: always, except by a leader whose
+    /// lease ran out (another leader may exist by now).
+    pub fn may_answer(&self) -> bool {
+        self.leader.as_ref().is_none_or(|s| s.lease_valid())
+    }
 }
+
+/// This server's part in an ensemble.
+pub enum Role {
+    /// A single server.
+    Standalone,
+    /// Leads an ensemble as server `id`; `status` holds the leader's figures for `mntr`.
+    Leader { id: u64, status: Arc<Status> },
+    /// Follows (or, `observer`, observes) a leader, sending it `upstream`.
+    Learner {
+        id: u64,
+        observer: bool,
+        upstream: Upstream,
+    },
+}
+
+impl Role {
+    /// The server id (0 standalone).
+    pub fn id(&self) -> u64 {
+        match self {
+            Role::Standalone => 0,
+            Role::Leader { id, .. } | Role::Learner { id, .. } => *id,
+        }
+    }
+
+    /// The mode `srvr` reports.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Role::Standalone => "standalone",
+            Role::Leader { .. } => "leader",
+            Role::Learner {
+                observer: false, ..
+            } => "follower",
+            Role::Learner { observer: true, .. } => "observer",
+        }
+    }
+}
+
+/// A client request that came through a learner, and where its answer goes.
+pub struct Remote {
+    /// The learner's server id.
+    pub peer: u64,
+    /// What the learner matches the answer with.
+    pub token: u64,
+    /// The session the request belongs to.
+    pub session: i64,
+    /// The identities the client's connection proved.
+    pub auth: Arc<[AuthId]>,
+    /// The learner's outgoing messages.
+    pub link: LearnerLink,
+}
+
+/// The leader's answer to what a learner forwarded.
+#[derive(Debug)]
+pub enum Answer {
+    /// A reply frame for the client.
+    Reply(Vec<u8>),
+    /// Whether a created or resumed session is valid.
+    Session(bool),
+}
+
+/// Work run by the core at a cut of the log, given its last zxid.
+pub type AtCut = Box<dyn FnOnce(i64) + Send>;
 
 /// Messages into the core.
 pub enum CoreMsg {
@@ -88,11 +170,12 @@ pub enum CoreMsg {
     },
     /// Its connect handshake arrived.
     Connect { conn: ConnId, req: ConnectRequest },
-    /// A request arrived.
+    /// A request arrived (`frame`: its bytes, for a learner to forward).
     Request {
         conn: ConnId,
         xid: i32,
         req: Request,
+        frame: Bytes,
         at: Instant,
     },
     /// The connection is gone.
@@ -104,18 +187,92 @@ pub enum CoreMsg {
         word: String,
         reply: oneshot::Sender<String>,
     },
+    /// Start serving: the ensemble's epoch is established (or the learner is up to date).
+    Serve,
+    /// Close every connection and stop.
+    Shutdown,
+    /// Leader: flush the log and run this with the last zxid (nothing is
+    /// appended meanwhile), e.g. to add a learner to the broadcast.
+    AtCut(AtCut),
+    /// Leader: a request a learner forwarded (a write, sync or closeSession).
+    Forwarded {
+        from: Remote,
+        xid: i32,
+        req: Request,
+    },
+    /// Leader: a session a learner opened.
+    CreateSession {
+        from: Remote,
+        timeout: i32,
+        password: Vec<u8>,
+    },
+    /// Leader: a learner's client resumes a session there.
+    Revalidate {
+        from: Remote,
+        timeout: i32,
+        password: Vec<u8>,
+    },
+    /// Leader: sessions a learner's clients are alive in, with ms since each was heard.
+    Touch {
+        peer: u64,
+        sessions: Vec<(i64, u32)>,
+    },
+    /// Learner: a proposal to log.
+    Proposal(Txn),
+    /// Learner: every proposal up to this zxid is committed.
+    Commit(i64),
+    /// Learner: the leader's answer to what connection `conn` forwarded,
+    /// to release once `zxid` is applied.
+    Answer {
+        conn: ConnId,
+        zxid: i64,
+        answer: Answer,
+    },
+}
+
+/// What a learner's connection is waiting for from the leader.
+enum Forwarded {
+    /// The answer to a request (`close`: it was closeSession).
+    Request { close: bool, at: Instant },
+    /// The leader's word on a new or resumed session.
+    Connect {
+        session: i64,
+        timeout: i32,
+        password: Vec<u8>,
+    },
+}
+
+/// A request a learner's connection made while another waited for the leader.
+struct Queued {
+    xid: i32,
+    req: Request,
+    frame: Bytes,
+    at: Instant,
+}
+
+/// Where a reply goes: a connection of this server, or a learner's client.
+#[derive(Clone, Copy)]
+enum To<'a> {
+    Local(ConnId),
+    Remote(&'a Remote),
 }
 
 struct Conn {
     link: Arc<Connection>,
     addr: SocketAddr,
     established: SystemTime,
+    /// Learner: the request (or handshake) the leader has yet to answer.
+    forwarded: Option<Forwarded>,
+    /// Learner: requests waiting behind it, in order.
+    queue: VecDeque<Queued>,
 }
 
 struct Live {
     timeout: i32,
     deadline: Instant,
     conn: Option<ConnId>,
+    /// The server the client is connected to (0 standalone).
+    owner: u64,
 }
 
 /// The core's state; see the module docs.
@@ -127,7 +284,21 @@ pub struct Core {
     tree: DataTree,
     watches: WatchManager,
     log: Box<dyn Log>,
-    durable_zxid: i64,
+    role: Role,
+    /// Transactions up to here are committed (standalone: durable); output
+    /// about later ones is held.
+    committed_zxid: i64,
+    /// The epoch's first zxid; new transactions count up from it.
+    epoch_start: i64,
+    /// Periodic work (expiry, reaping, touches) runs once serving.
+    serving: bool,
+    stopping: bool,
+    /// Messages received while waiting for a commit, handled next.
+    deferred: VecDeque<CoreMsg>,
+    /// Learner: proposals logged, waiting for their commit.
+    proposals: VecDeque<Txn>,
+    /// Learner: the leader's answers waiting for their zxid to be applied.
+    answers: BTreeMap<i64, Vec<(ConnId, Answer)>>,
     held: VecDeque<(i64, ConnId, Out)>,
     /// Connections with output staged since the last hand-off.
     staged: Vec<Arc<Connection>>,
@@ -184,35 +355,86 @@ fn op_name(opcode: i32) -> &'static str {
     }
 }
 
+/// Where a core starts: how much of its tree is committed, the epoch its
+/// new transactions belong to, and whether it serves clients yet.
+pub struct Start {
+    /// Transactions up to this zxid are committed.
+    pub committed: i64,
+    /// The epoch of new transactions (0 standalone).
+    pub epoch: u64,
+    /// Serve at once (standalone), or after [`CoreMsg::Serve`].
+    pub serving: bool,
+}
+
+impl Start {
+    /// A standalone server over a recovered tree, all of it durable.
+    pub fn standalone(tree: &DataTree) -> Start {
+        Start {
+            committed: tree.last_zxid,
+            epoch: 0,
+            serving: true,
+        }
+    }
+}
+
 impl Core {
     /// A core over a recovered tree whose transactions are all durable.
-    pub fn new(config: Arc<Config>, tree: DataTree, log: Box<dyn Log>) -> Core {
+    pub fn new(
+        config: Arc<Config>,
+        tree: DataTree,
+        log: Box<dyn Log>,
+        role: Role,
+        start: Start,
+    ) -> Core {
         let now = Instant::now();
-        let live = tree
+        let my_id = role.id();
+        // A learner keeps no session table: the leader tracks expiry.
+        let live = match role {
+            Role::Learner { .. } => HashMap::new(),
+            _ => tree
+                .sessions
+                .iter()
+                .map(|(id, s)| {
+                    (
+                        *id,
+                        Live {
+                            timeout: s.timeout,
+                            deadline: now + Duration::from_millis(s.timeout as u64),
+                            conn: None,
+                            owner: 0,
+                        },
+                    )
+                })
+                .collect(),
+        };
+        // Session ids carry the server id in their top byte, as in ZooKeeper.
+        let base = ((((now_ms() as u64) << 24) >> 8) | (my_id << 56)) as i64;
+        let next_session = tree
             .sessions
-            .iter()
-            .map(|(id, s)| {
-                (
-                    *id,
-                    Live {
-                        timeout: s.timeout,
-                        deadline: now + Duration::from_millis(s.timeout as u64),
-                        conn: None,
-                    },
-                )
-            })
-            .collect();
-        let base = (((now_ms() as u64) << 24) >> 8) as i64;
-        let next_session = tree.sessions.keys().max().map_or(base, |m| base.max(m + 1));
-        let durable_zxid = tree.last_zxid;
+            .keys()
+            .filter(|k| (**k as u64) >> 56 == my_id)
+            .max()
+            .map_or(base, |m| base.max(m + 1));
+        let committed_zxid = start.committed.min(tree.last_zxid);
         Core {
             config,
             shared: Arc::new(Shared {
                 tree: RwLock::new(tree),
-                visible_zxid: AtomicI64::new(durable_zxid),
+                visible_zxid: AtomicI64::new(committed_zxid),
+                leader: match &role {
+                    Role::Leader { status, .. } => Some(status.clone()),
+                    _ => None,
+                },
                 traffic: Traffic::default(),
             }),
-            durable_zxid,
+            committed_zxid,
+            epoch_start: crate::quorum::epochs::epoch_start(start.epoch),
+            serving: start.serving,
+            stopping: false,
+            deferred: VecDeque::new(),
+            proposals: VecDeque::new(),
+            answers: BTreeMap::new(),
+            role,
             tree: DataTree::default(),
             watches: WatchManager::default(),
             log,
@@ -234,30 +456,71 @@ impl Core {
         self.shared.clone()
     }
 
-    /// Serves messages until every sender is gone.
-    pub fn run(mut self, rx: Receiver<CoreMsg>) {
+    /// Runs the core on a thread of its own, serving `rx`. A panic ends the
+    /// process: a server must not accept clients it never answers.
+    pub fn spawn(
+        self,
+        rx: Receiver<CoreMsg>,
+    ) -> Result<std::thread::JoinHandle<Option<Recovered>>, String> {
+        std::thread::Builder::new()
+            .name("keeperd-core".into())
+            .spawn(move || {
+                let run = std::panic::AssertUnwindSafe(|| self.run(rx));
+                std::panic::catch_unwind(run).unwrap_or_else(|_| {
+                    eprintln!("keeperd: fatal: the core thread panicked");
+                    std::process::exit(70);
+                })
+            })
+            .map_err(|e| format!("cannot start core thread: {e}"))
+    }
+
+    /// The next message: one deferred earlier, else one from `rx` within `wait`.
+    fn next_message(
+        &mut self,
+        rx: &Receiver<CoreMsg>,
+        wait: Duration,
+    ) -> Result<Option<CoreMsg>, RecvTimeoutError> {
+        if let Some(msg) = self.deferred.pop_front() {
+            return Ok(Some(msg));
+        }
+        match rx.recv_timeout(wait) {
+            Ok(msg) => Ok(Some(msg)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Serves messages until every sender is gone or it is told to stop.
+    pub fn run(mut self, rx: Receiver<CoreMsg>) -> Option<Recovered> {
         let tick = Duration::from_millis((self.config.tick_time as u64 / 2).clamp(10, 500));
         let mut last_expiry = Instant::now();
-        loop {
-            let first = match rx.recv_timeout(tick) {
-                Ok(msg) => Some(msg),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return,
+        while !self.stopping {
+            let Ok(first) = self.next_message(&rx, tick) else {
+                break;
             };
             // Periodic work takes the tree (blocking the connections'
             // reads) only when a session is due to expire or reaping is due.
             let (mut expire, mut reap) = (false, false);
-            if last_expiry.elapsed() >= tick {
+            if last_expiry.elapsed() >= tick && self.serving {
                 last_expiry = Instant::now();
-                expire = !self.expired_sessions().is_empty();
-                reap = self.last_reap.elapsed()
-                    >= Duration::from_millis(self.config.container_check_interval_ms);
+                match &self.role {
+                    Role::Learner { .. } => self.send_touches(),
+                    _ => {
+                        expire = !self.expired_sessions().is_empty();
+                        reap = self.last_reap.elapsed()
+                            >= Duration::from_millis(self.config.container_check_interval_ms);
+                    }
+                }
             }
             if first.is_some() || expire || reap {
                 self.checked_out(|core| {
                     if let Some(msg) = first {
                         core.handle(msg);
-                        for msg in rx.try_iter().take(4096) {
+                        let more = std::iter::from_fn(|| core.deferred.pop_front())
+                            .chain(rx.try_iter())
+                            .take(4096)
+                            .collect::<Vec<_>>();
+                        for msg in more {
                             core.handle(msg);
                         }
                     }
@@ -274,17 +537,68 @@ impl Core {
             self.hand_off_output();
             self.log.flush();
             if self.since_snapshot >= self.config.snap_count && self.log.can_snapshot() {
-                self.since_snapshot = 0;
-                let started = Instant::now();
-                let capture = self.shared.tree().capture();
-                tracing::info!(
-                    "snapshot {:#x}: tree captured in {:?}",
-                    capture.last_zxid,
-                    started.elapsed()
-                );
-                self.log.snapshot(capture);
+                self.snapshot(&rx, tick);
             }
         }
+        self.hand_off_output();
+        self.retire()
+    }
+
+    /// What this stopped core leaves to the next role of an ensemble member:
+    /// its tree with the logged proposals that were never committed applied
+    /// and its log's open segment, with everything appended synced: the state
+    /// recovering the data directory would give, without reading it again.
+    /// `None` when the log cannot vouch for that.
+    fn retire(self) -> Option<Recovered> {
+        let mut tree = self.shared.tree().fork();
+        let mut changes = Vec::new();
+        for txn in &self.proposals {
+            if !crate::log::follows(tree.last_zxid, txn.zxid) {
+                return None;
+            }
+            changes.clear();
+            tree.apply(txn, &mut changes);
+        }
+        let segment = self.log.retire()?;
+        Some(Recovered {
+            tree,
+            segment,
+            replayed: 0,
+            torn_tail: None,
+        })
+    }
+
+    /// Stores a snapshot once everything applied is committed: a snapshot
+    /// holds committed transactions only, so a later TRUNC never has to cut
+    /// into one. A leader holds new work back for a moment until its writes
+    /// in flight commit.
+    fn snapshot(&mut self, rx: &Receiver<CoreMsg>, wait: Duration) {
+        let shared = self.shared.clone();
+        let last = move || shared.tree().last_zxid;
+        let deadline = Instant::now() + wait;
+        while self.committed_zxid < last() && matches!(self.role, Role::Leader { .. }) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(CoreMsg::Durable(z)) => {
+                    self.checked_out(|core| core.handle(CoreMsg::Durable(z)));
+                    self.hand_off_output();
+                }
+                Ok(other) => self.deferred.push_back(other),
+                Err(_) => break,
+            }
+        }
+        if self.committed_zxid < last() {
+            return;
+        }
+        self.since_snapshot = 0;
+        let started = Instant::now();
+        let capture = self.shared.tree().capture();
+        tracing::info!(
+            "snapshot {:#x}: tree captured in {:?}",
+            capture.last_zxid,
+            started.elapsed()
+        );
+        self.log.snapshot(capture);
     }
 
     /// Passes the staged output on (see the module docs).
@@ -320,11 +634,25 @@ impl Core {
                     link,
                     addr,
                     established: SystemTime::now(),
+                    forwarded: None,
+                    queue: VecDeque::new(),
                 };
                 self.conns.insert(conn, c);
             }
-            CoreMsg::Connect { conn, req } => self.connect(conn, req),
-            CoreMsg::Request { conn, xid, req, at } => self.request(conn, xid, req, at),
+            CoreMsg::Connect { conn, req } => match self.role {
+                Role::Learner { .. } => self.learner_connect(conn, req),
+                _ => self.connect(conn, req),
+            },
+            CoreMsg::Request {
+                conn,
+                xid,
+                req,
+                frame,
+                at,
+            } => match self.role {
+                Role::Learner { .. } => self.learner_request(conn, xid, req, frame, at),
+                _ => self.request(conn, xid, req, at),
+            },
             CoreMsg::Closed { conn } => {
                 self.watches.drop_conn(conn);
                 if let Some(c) = self.conns.remove(&conn) {
@@ -338,25 +666,71 @@ impl Core {
                     }
                 }
             }
-            CoreMsg::Durable(zxid) => {
-                self.durable_zxid = self.durable_zxid.max(zxid);
-                while self.held.front().is_some_and(|h| h.0 <= self.durable_zxid) {
-                    let (_, conn, out) = self.held.pop_front().unwrap();
-                    self.deliver(conn, out);
-                }
-                self.shared
-                    .visible_zxid
-                    .store(self.durable_zxid, Ordering::Release);
-            }
+            CoreMsg::Durable(zxid) => self.committed(zxid),
             CoreMsg::Command { word, reply } => {
                 let _ = reply.send(crate::fourlw::answer(self, &word));
             }
+            CoreMsg::Serve => {
+                self.serving = true;
+                // Sessions count from now: nobody could touch them before.
+                let now = Instant::now();
+                for l in self.live.values_mut() {
+                    l.deadline = l
+                        .deadline
+                        .max(now + Duration::from_millis(l.timeout as u64));
+                }
+            }
+            CoreMsg::Shutdown => {
+                self.stopping = true;
+                let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+                for conn in conns {
+                    self.deliver(conn, Out::Close);
+                }
+            }
+            CoreMsg::AtCut(work) => {
+                self.log.flush();
+                work(self.tree.last_zxid);
+            }
+            CoreMsg::Forwarded { from, xid, req } => self.forwarded(from, xid, req),
+            CoreMsg::CreateSession {
+                from,
+                timeout,
+                password,
+            } => self.remote_session(from, timeout, password),
+            CoreMsg::Revalidate {
+                from,
+                timeout,
+                password,
+            } => self.revalidate(from, timeout, password),
+            CoreMsg::Touch { peer, sessions } => self.touch(peer, &sessions),
+            CoreMsg::Proposal(txn) => {
+                self.log.append(&txn);
+                self.proposals.push_back(txn);
+            }
+            CoreMsg::Commit(zxid) => self.apply_committed(zxid),
+            CoreMsg::Answer { conn, zxid, answer } => self.answer(conn, zxid, answer),
         }
     }
 
-    /// Queues output for a connection; held while any applied txn is not yet durable.
+    /// Everything up to `zxid` is committed: releases the output held for it.
+    fn committed(&mut self, zxid: i64) {
+        self.committed_zxid = self.committed_zxid.max(zxid);
+        while self
+            .held
+            .front()
+            .is_some_and(|h| h.0 <= self.committed_zxid)
+        {
+            let (_, conn, out) = self.held.pop_front().unwrap();
+            self.deliver(conn, out);
+        }
+        self.shared
+            .visible_zxid
+            .store(self.committed_zxid, Ordering::Release);
+    }
+
+    /// Queues output for a connection; held while any applied txn is not yet committed.
     fn send(&mut self, conn: ConnId, out: Out) {
-        if self.held.is_empty() && self.tree.last_zxid <= self.durable_zxid {
+        if self.held.is_empty() && self.tree.last_zxid <= self.committed_zxid {
             self.deliver(conn, out);
         } else {
             self.held.push_back((self.tree.last_zxid, conn, out));
@@ -436,6 +810,7 @@ impl Core {
                     timeout,
                     deadline: Instant::now() + Duration::from_millis(timeout as u64),
                     conn: Some(conn),
+                    owner: self.role.id(),
                 },
             );
             self.attach(conn, id, timeout, &password);
@@ -454,6 +829,7 @@ impl Core {
         }
         let l = self.live.get_mut(&req.session_id).unwrap();
         let old = l.conn.replace(conn);
+        l.owner = self.role.id();
         l.timeout = timeout;
         l.deadline = Instant::now() + Duration::from_millis(timeout as u64);
         if let Some(old) = old.filter(|o| *o != conn) {
@@ -476,10 +852,15 @@ impl Core {
         );
     }
 
+    /// The zxid of the next transaction: the next counter, or the first of a new epoch.
+    fn next_zxid(&self) -> i64 {
+        (self.tree.last_zxid + 1).max(self.epoch_start + 1)
+    }
+
     /// Appends a transaction, applies it and fires its watches.
     fn commit(&mut self, session: i64, body: TxnBody) -> i64 {
         let txn = Txn {
-            zxid: self.tree.last_zxid + 1,
+            zxid: self.next_zxid(),
             time: now_ms(),
             session,
             body,
@@ -601,6 +982,9 @@ impl Core {
             session,
             auth: &auth,
         };
+        let Some(req) = self.write(To::Local(conn), xid, session, &auth, req) else {
+            return self.answered_at(conn, at);
+        };
         match req {
             Request::Ping => self.reply(conn, xid, err::OK, |_| {}),
             Request::CloseSession => {
@@ -626,53 +1010,12 @@ impl Core {
                 }
             }
             Request::SetWatches(sw) => self.set_watches(conn, xid, sw),
-            Request::Create(c) => {
-                let kind = c.opcode;
-                match processor::prep_create(&self.tree, &c, &caller) {
-                    Err(e) => self.reply(conn, xid, e, |_| {}),
-                    Ok(body) => {
-                        let path = match &body {
-                            TxnBody::Create { path, .. } => path.clone(),
-                            _ => unreachable!("prep_create returns a create"),
-                        };
-                        self.commit(session, body);
-                        let stat = self.tree.get(&path).map(|n| n.stat()).unwrap_or_default();
-                        self.reply(conn, xid, err::OK, |w| {
-                            w.string(&path);
-                            if kind != op::CREATE {
-                                stat.write(w);
-                            }
-                        });
-                    }
-                }
-            }
-            Request::Delete { path, version } => {
-                let r = processor::prep_delete(&self.tree, &path, version, &caller);
-                self.write_simple(conn, xid, session, r, |_, _| {});
-            }
-            Request::SetData {
-                path,
-                data,
-                version,
-            } => {
-                let r = processor::prep_set_data(&self.tree, &path, &data, version, &caller);
-                self.write_simple(conn, xid, session, r, |tree, w| {
-                    tree.get(&path).unwrap().stat().write(w)
-                });
-            }
-            Request::SetAcl { path, acl, version } => {
-                let r = processor::prep_set_acl(&self.tree, &path, &acl, version, &caller);
-                self.write_simple(conn, xid, session, r, |tree, w| {
-                    tree.get(&path).unwrap().stat().write(w)
-                });
-            }
             Request::Check { path, version } => {
                 let e = processor::prep_check(&self.tree, &path, version, &caller)
                     .err()
                     .unwrap_or(err::OK);
                 self.reply(conn, xid, e, |_| {});
             }
-            Request::Multi(ops) => self.multi(conn, xid, session, &auth, ops),
             Request::MultiRead(ops) => self.multi_read(conn, xid, &auth, ops),
             Request::Exists { path, watch } => {
                 let code = self.reply_with(conn, xid, |tree, w| read::exists(tree, &path, w));
@@ -765,7 +1108,17 @@ impl Core {
                 }
             }),
             Request::Unknown(_) => self.reply(conn, xid, err::UNIMPLEMENTED, |_| {}),
+            Request::Create(_)
+            | Request::Delete { .. }
+            | Request::SetData { .. }
+            | Request::SetAcl { .. }
+            | Request::Multi(_) => unreachable!("writes are handled above"),
         }
+        self.answered_at(conn, at);
+    }
+
+    /// Records a request's latency and the zxid its reply carried.
+    fn answered_at(&mut self, conn: ConnId, at: Instant) {
         let lat = at.elapsed().as_millis() as u64;
         self.shared.traffic.latency.record(lat);
         if let Some(c) = self.conns.get(&conn) {
@@ -773,28 +1126,97 @@ impl Core {
         }
     }
 
+    /// Replies to a local connection or to a learner's client.
+    fn reply_to(&mut self, to: To, xid: i32, err: i32, body: impl FnOnce(&mut Writer)) {
+        match to {
+            To::Local(conn) => self.reply(conn, xid, err, body),
+            To::Remote(r) => {
+                let frame = proto::reply_frame(xid, self.tree.last_zxid, err, body);
+                r.answer(self.tree.last_zxid, Answer::Reply(frame));
+            }
+        }
+    }
+
+    /// Handles a write (create, delete, setData, setACL, multi) for `session`;
+    /// hands any other request back.
+    fn write(
+        &mut self,
+        to: To,
+        xid: i32,
+        session: i64,
+        auth: &[AuthId],
+        req: Request,
+    ) -> Option<Request> {
+        let caller = Caller { session, auth };
+        match req {
+            Request::Create(c) => {
+                let kind = c.opcode;
+                match processor::prep_create(&self.tree, &c, &caller) {
+                    Err(e) => self.reply_to(to, xid, e, |_| {}),
+                    Ok(body) => {
+                        let path = match &body {
+                            TxnBody::Create { path, .. } => path.clone(),
+                            _ => unreachable!("prep_create returns a create"),
+                        };
+                        self.commit(session, body);
+                        let stat = self.tree.get(&path).map(|n| n.stat()).unwrap_or_default();
+                        self.reply_to(to, xid, err::OK, |w| {
+                            w.string(&path);
+                            if kind != op::CREATE {
+                                stat.write(w);
+                            }
+                        });
+                    }
+                }
+            }
+            Request::Delete { path, version } => {
+                let r = processor::prep_delete(&self.tree, &path, version, &caller);
+                self.write_simple(to, xid, session, r, |_, _| {});
+            }
+            Request::SetData {
+                path,
+                data,
+                version,
+            } => {
+                let r = processor::prep_set_data(&self.tree, &path, &data, version, &caller);
+                self.write_simple(to, xid, session, r, |tree, w| {
+                    tree.get(&path).unwrap().stat().write(w)
+                });
+            }
+            Request::SetAcl { path, acl, version } => {
+                let r = processor::prep_set_acl(&self.tree, &path, &acl, version, &caller);
+                self.write_simple(to, xid, session, r, |tree, w| {
+                    tree.get(&path).unwrap().stat().write(w)
+                });
+            }
+            Request::Multi(ops) => self.multi(to, xid, session, auth, ops),
+            other => return Some(other),
+        }
+        None
+    }
+
     fn write_simple(
         &mut self,
-        conn: ConnId,
+        to: To,
         xid: i32,
         session: i64,
         prepped: Result<TxnBody, i32>,
         body: impl FnOnce(&DataTree, &mut Writer),
     ) {
         match prepped {
-            Err(e) => self.reply(conn, xid, e, |_| {}),
+            Err(e) => self.reply_to(to, xid, e, |_| {}),
             Ok(txn) => {
                 self.commit(session, txn);
                 let mut w = Writer::new();
                 body(&self.tree, &mut w);
-                self.reply(conn, xid, err::OK, |out| out.buf.extend_from_slice(&w.buf));
+                self.reply_to(to, xid, err::OK, |out| out.buf.extend_from_slice(&w.buf));
             }
         }
     }
 
-    fn multi(&mut self, conn: ConnId, xid: i32, session: i64, auth: &[AuthId], ops: Vec<MultiOp>) {
+    fn multi(&mut self, to: To, xid: i32, session: i64, auth: &[AuthId], ops: Vec<MultiOp>) {
         let caller = Caller { session, auth };
-        let zxid = self.tree.last_zxid + 1;
+        let zxid = self.next_zxid();
         let time = now_ms();
         let mut undos = Vec::new();
         let mut bodies = Vec::new();
@@ -837,7 +1259,7 @@ impl Core {
             for u in undos.into_iter().rev() {
                 self.tree.revert(u);
             }
-            self.reply(conn, xid, err::OK, |w| {
+            self.reply_to(to, xid, err::OK, |w| {
                 for i in 0..ops.len() {
                     let code = match i.cmp(&failed) {
                         std::cmp::Ordering::Less => err::OK,
@@ -863,9 +1285,7 @@ impl Core {
             self.fire(zxid, &changes);
         }
         results.i32(-1).bool(true).i32(-1);
-        self.reply(conn, xid, err::OK, |w| {
-            w.buf.extend_from_slice(&results.buf)
-        });
+        self.reply_to(to, xid, err::OK, |w| w.buf.extend_from_slice(&results.buf));
     }
 
     fn multi_read(&mut self, conn: ConnId, xid: i32, auth: &[AuthId], ops: Vec<ReadOp>) {
@@ -942,6 +1362,11 @@ impl Core {
         &self.config
     }
 
+    /// This server's part in an ensemble.
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+
     /// The data tree.
     pub fn tree(&self) -> &DataTree {
         &self.tree
@@ -972,9 +1397,12 @@ impl Core {
         self.conns.len()
     }
 
-    /// Live sessions.
+    /// Live sessions (a learner counts those its tree holds).
     pub fn session_count(&self) -> usize {
-        self.live.len()
+        match self.role {
+            Role::Learner { .. } => self.tree.sessions.len(),
+            _ => self.live.len(),
+        }
     }
 
     /// Responses waiting for the log.

@@ -1,29 +1,106 @@
-//! Failpoints: deliberate faults compiled into keeperd only with the `failpoints` cargo
-//! feature (release builds leave it off), to prove on a broken server that stampede's
-//! checkers catch what it breaks. A failpoint acts only when named in the environment
-//! variable `KEEPERD_FAILPOINTS` (names separated by commas).
-//!
-//! - `forget-on-start`: before recovery, the data directory is emptied, so the server comes
-//!   back from every restart with zxid 0 and no znode: every acknowledged write is lost.
+//! Failpoints: classic replication bugs, built in only with the cargo
+//! feature `failpoints` (release builds leave it off) and switched on by
+//! the config line `failpoints=name,name`, so that tests can show the
+//! harness catches each one. Without the feature no failpoint exists and a
+//! config naming one is refused. The environment variable
+//! `KEEPERD_FAILPOINTS` (names separated by commas) switches failpoints on
+//! too, for a binary wrapped by a script.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
-/// The environment variable naming the failpoints that act.
+/// The environment variable naming failpoints to switch on, besides the config.
 pub const VARIABLE: &str = "KEEPERD_FAILPOINTS";
 
-/// Whether the failpoint `name` is named in [`VARIABLE`].
-pub fn active(name: &str) -> bool {
-    std::env::var(VARIABLE).is_ok_and(|v| named(&v, name))
+/// A deliberate bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failpoint {
+    /// A follower acknowledges proposals on arrival and writes them lazily
+    /// (every 5 s), losing what it acknowledged since when its role ends.
+    AckBeforeDurable,
+    /// A new leader sends DIFF where TRUNC is due: a learner keeps
+    /// transactions that were never committed.
+    SkipTrunc,
+    /// A leader commits as soon as it has a write durable itself.
+    CommitBeforeQuorum,
+    /// A leader that lost its quorum never steps down, keeps answering
+    /// clients and commits writes on its own.
+    StaleLeaderWrites,
+    /// The data directory is emptied (but for `myid`) before every start:
+    /// the server comes back with zxid 0 and no znode.
+    ForgetOnStart,
 }
 
-/// Whether the comma-separated `list` names `name`.
-fn named(list: &str, name: &str) -> bool {
-    list.split(',').any(|f| f.trim() == name)
+impl Failpoint {
+    /// Every failpoint.
+    pub const ALL: [Failpoint; 5] = [
+        Failpoint::AckBeforeDurable,
+        Failpoint::SkipTrunc,
+        Failpoint::CommitBeforeQuorum,
+        Failpoint::StaleLeaderWrites,
+        Failpoint::ForgetOnStart,
+    ];
+
+    /// Its name in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Failpoint::AckBeforeDurable => "ack-before-durable",
+            Failpoint::SkipTrunc => "skip-trunc",
+            Failpoint::CommitBeforeQuorum => "commit-before-quorum",
+            Failpoint::StaleLeaderWrites => "stale-leader-writes",
+            Failpoint::ForgetOnStart => "forget-on-start",
+        }
+    }
+}
+
+static ACTIVE: OnceLock<Vec<Failpoint>> = OnceLock::new();
+
+/// Switches on the failpoints named in the config or in [`VARIABLE`]
+/// (once, at start).
+pub fn configure(names: &[String]) -> Result<(), String> {
+    let from_env = std::env::var(VARIABLE).unwrap_or_default();
+    let names: Vec<String> = names
+        .iter()
+        .cloned()
+        .chain(from_env.split(',').map(|n| n.trim().to_string()))
+        .filter(|n| !n.is_empty())
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    if !cfg!(feature = "failpoints") {
+        return Err(format!(
+            "failpoints={}: this keeperd was built without the `failpoints` feature",
+            names.join(",")
+        ));
+    }
+    let mut on = Vec::new();
+    for name in &names {
+        let known = Failpoint::ALL.iter().find(|f| f.name() == name);
+        match known {
+            Some(f) => on.push(*f),
+            None => {
+                let all: Vec<&str> = Failpoint::ALL.iter().map(|f| f.name()).collect();
+                return Err(format!(
+                    "failpoints: unknown failpoint {name:?} (known: {})",
+                    all.join(", ")
+                ));
+            }
+        }
+    }
+    tracing::warn!("failpoints on: {}", names.join(","));
+    let _ = ACTIVE.set(on);
+    Ok(())
+}
+
+/// Whether failpoint `f` is on (never without the `failpoints` feature).
+pub fn active(f: Failpoint) -> bool {
+    cfg!(feature = "failpoints") && ACTIVE.get().is_some_and(|on| on.contains(&f))
 }
 
 /// Runs the failpoints due when the server starts, before it recovers from `data_dir`.
 pub fn at_start(data_dir: &Path) -> Result<(), String> {
-    if active("forget-on-start") {
+    if active(Failpoint::ForgetOnStart) {
         forget(data_dir)?;
         tracing::warn!(
             "failpoint forget-on-start: emptied {}: every acknowledged write is lost",
@@ -33,7 +110,7 @@ pub fn at_start(data_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Removes everything in `data_dir`, leaving it empty.
+/// Removes everything in `data_dir` but `myid` (an ensemble member keeps its identity).
 fn forget(data_dir: &Path) -> Result<(), String> {
     let entries = match std::fs::read_dir(data_dir) {
         Ok(entries) => entries,
@@ -44,6 +121,9 @@ fn forget(data_dir: &Path) -> Result<(), String> {
         let path = entry
             .map_err(|e| format!("{}: {e}", data_dir.display()))?
             .path();
+        if path.file_name().is_some_and(|n| n == "myid") {
+            continue;
+        }
         let removed = match path.is_dir() {
             true => std::fs::remove_dir_all(&path),
             false => std::fs::remove_file(&path),
@@ -58,22 +138,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn failpoints_act_only_when_named() {
-        assert!(named("forget-on-start", "forget-on-start"));
-        assert!(named("slow-fsync, forget-on-start", "forget-on-start"));
-        assert!(!named("forget-on-starts", "forget-on-start"));
-        assert!(!named("", "forget-on-start"));
+    fn names_are_checked_and_off_by_default() {
+        assert!(configure(&[]).is_ok());
+        assert!(!active(Failpoint::SkipTrunc));
+        let e = configure(&["nope".to_string()]).unwrap_err();
+        if cfg!(feature = "failpoints") {
+            assert!(e.contains("unknown failpoint"), "{e}");
+        } else {
+            assert!(e.contains("without the `failpoints` feature"), "{e}");
+        }
     }
 
     #[test]
-    fn forgetting_empties_the_data_directory() {
+    fn forgetting_empties_the_data_directory_but_myid() {
         let dir = std::env::temp_dir().join(format!("keeperd-failpoint-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("snapshots")).unwrap();
         std::fs::write(dir.join("log.1"), b"txns").unwrap();
+        std::fs::write(dir.join("myid"), b"2").unwrap();
         std::fs::write(dir.join("snapshots/snap.1"), b"tree").unwrap();
         forget(&dir).unwrap();
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
-        assert!(dir.exists(), "the directory itself stays");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].file_name(), "myid");
         forget(&dir.join("missing")).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -1,7 +1,9 @@
 //! Four-letter words (ruok, srvr, stat, mntr, wchs, wchc, cons, conf, envi,
-//! isro), answered from the core's state in ZooKeeper 3.8's formats.
+//! isro), answered from the core's state in ZooKeeper 3.8's formats: the
+//! mode is standalone, leader, follower or observer, and a leader's `mntr`
+//! adds its learners (`zk_synced_followers`, `zk_pending_syncs`, ...).
 
-use crate::core::Core;
+use crate::core::{Core, Role};
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -40,7 +42,7 @@ pub fn answer(core: &Core, word: &str) -> String {
         let _ = writeln!(out, "Connections: {}", core.connection_count());
         let _ = writeln!(out, "Outstanding: {}", core.outstanding());
         let _ = writeln!(out, "Zxid: {:#x}", tree.last_zxid);
-        let _ = writeln!(out, "Mode: standalone");
+        let _ = writeln!(out, "Mode: {}", core.role().mode());
         let _ = writeln!(out, "Node count: {}", tree.node_count());
     };
     match word {
@@ -83,7 +85,7 @@ pub fn answer(core: &Core, word: &str) -> String {
                 }
             }
         }
-        "conf" => out.push_str(&core.config().render()),
+        "conf" => out.push_str(&core.config().render(core.role().id())),
         "envi" => {
             let _ = writeln!(out, "Environment:");
             let _ = writeln!(out, "zookeeper.version={VERSION}");
@@ -104,7 +106,7 @@ fn mntr(core: &Core, out: &mut String) {
         let _ = writeln!(out, "zk_{k}\t{v}");
     };
     kv("version", VERSION.to_string());
-    kv("server_state", "standalone".into());
+    kv("server_state", core.role().mode().into());
     kv("uptime", core.uptime().as_millis().to_string());
     kv("avg_latency", format!("{:.4}", l.avg()));
     kv("max_latency", l.max.to_string());
@@ -126,6 +128,29 @@ fn mntr(core: &Core, out: &mut String) {
     kv("global_sessions", core.session_count().to_string());
     kv("local_sessions", "0".into());
     kv("last_zxid", tree.last_zxid.to_string());
+    kv("keeperd_digest", tree.digest().to_string());
+    if let Role::Leader { status, .. } = core.role() {
+        let n = |a: &std::sync::atomic::AtomicUsize| a.load(Relaxed).to_string();
+        kv("learners", n(&status.learners));
+        kv("synced_followers", n(&status.synced_followers));
+        kv("synced_non_voting_followers", "0".into());
+        kv("synced_observers", n(&status.synced_observers));
+        kv("pending_syncs", n(&status.pending_syncs));
+    }
+    if let Role::Learner { .. } = core.role() {
+        kv(
+            "peer_state",
+            format!(
+                "{} - broadcast",
+                core.role()
+                    .mode()
+                    .replace("follower", "following")
+                    .replace("observer", "observing")
+            ),
+        );
+    } else if let Role::Leader { .. } = core.role() {
+        kv("peer_state", "leading - broadcast".into());
+    }
     stats
         .node_created_watch
         .mntr_lines("node_created_watch_count", out);

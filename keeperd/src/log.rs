@@ -54,6 +54,15 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// The same open segment, on a new file handle.
+    fn reopen(&self) -> io::Result<Segment> {
+        Ok(Segment {
+            file: self.file.try_clone()?,
+            pos: self.pos,
+            filled: self.filled,
+        })
+    }
+
     fn open(path: &Path, pos: u64) -> io::Result<Segment> {
         let file = OpenOptions::new().write(true).open(path)?;
         let filled = file.metadata()?.len();
@@ -115,6 +124,11 @@ pub trait Log: Send {
     fn can_snapshot(&self) -> bool;
     /// Stores a snapshot of the tree as captured after the earlier appends.
     fn snapshot(&mut self, capture: Capture);
+    /// Ends the log: everything appended is written and synced, a snapshot
+    /// being stored is finished, and the open segment is handed back to be
+    /// appended to by the next role. `None` when what was appended is not
+    /// all on disk (the next role then recovers from the data directory).
+    fn retire(self: Box<Self>) -> Option<Segment>;
 }
 
 /// Called with the highest durable zxid.
@@ -128,27 +142,39 @@ pub struct FileLog {
     dir: PathBuf,
     segment: Segment,
     pending: Vec<u8>,
-    pending_zxid: i64,
+    /// Zxid of the last record appended (durable or not).
+    last_appended: i64,
     on_durable: DurableCallback,
     snapshotter: Option<std::thread::JoinHandle<()>>,
 }
 
 impl FileLog {
-    /// A log appending to `segment` (from [`recover`]) in `dir`.
-    pub fn new(dir: PathBuf, segment: Segment, on_durable: DurableCallback) -> FileLog {
+    /// A log appending to `segment` (from [`recover`]) in `dir`, whose last
+    /// record is `last_zxid`.
+    pub fn new(
+        dir: PathBuf,
+        segment: Segment,
+        last_zxid: i64,
+        on_durable: DurableCallback,
+    ) -> FileLog {
         FileLog {
             dir,
             segment,
             pending: Vec::with_capacity(64 * 1024),
-            pending_zxid: 0,
+            last_appended: last_zxid,
             on_durable,
             snapshotter: None,
         }
     }
-}
 
-impl Log for FileLog {
-    fn append(&mut self, txn: &Txn) {
+    /// Replaces the callback told of durable zxids.
+    pub fn set_on_durable(&mut self, on_durable: DurableCallback) {
+        self.on_durable = on_durable;
+    }
+
+    /// Appends `txn` like [`Log::append`] and returns its encoded form (the
+    /// record's payload), e.g. to send it to learners.
+    pub fn append_record(&mut self, txn: &Txn) -> &[u8] {
         let mut w = Writer {
             buf: std::mem::take(&mut self.pending),
         };
@@ -160,7 +186,39 @@ impl Log for FileLog {
         w.buf[start..start + 4].copy_from_slice(&payload_len.to_be_bytes());
         w.buf[start + 4..start + 8].copy_from_slice(&crc.to_be_bytes());
         self.pending = w.buf;
-        self.pending_zxid = txn.zxid;
+        self.last_appended = txn.zxid;
+        &self.pending[start + 8..]
+    }
+
+    /// Zxid of the last record appended.
+    pub fn last_appended(&self) -> i64 {
+        self.last_appended
+    }
+
+    /// [`Log::retire`] for the file log itself: flushes (telling no one) and
+    /// waits for a snapshot being stored.
+    pub fn retire(mut self) -> Option<Segment> {
+        self.on_durable = Box::new(|_| {});
+        self.flush();
+        if let Some(t) = self.snapshotter.take() {
+            let _ = t.join();
+        }
+        self.segment.reopen().ok()
+    }
+}
+
+impl Drop for FileLog {
+    fn drop(&mut self) {
+        // A snapshot being written finishes before the data dir is used again.
+        if let Some(t) = self.snapshotter.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Log for FileLog {
+    fn append(&mut self, txn: &Txn) {
+        self.append_record(txn);
     }
 
     fn flush(&mut self) {
@@ -172,7 +230,11 @@ impl Log for FileLog {
             .unwrap_or_else(|e| fatal("write log", e));
         self.segment.sync().unwrap_or_else(|e| fatal("sync log", e));
         self.pending.clear();
-        (self.on_durable)(self.pending_zxid);
+        (self.on_durable)(self.last_appended);
+    }
+
+    fn retire(self: Box<Self>) -> Option<Segment> {
+        FileLog::retire(*self)
     }
 
     fn can_snapshot(&self) -> bool {
@@ -183,8 +245,11 @@ impl Log for FileLog {
         self.flush();
         let zxid = capture.last_zxid;
         let started = Instant::now();
-        self.segment =
-            Segment::create(&self.dir, zxid + 1).unwrap_or_else(|e| fatal("start log segment", e));
+        // Named after the next record: a learner's log may hold proposals
+        // beyond the (committed) capture, and every record of a segment is
+        // below the next segment's name.
+        self.segment = Segment::create(&self.dir, self.last_appended + 1)
+            .unwrap_or_else(|e| fatal("start log segment", e));
         let rolled = started.elapsed();
         if let Some(previous) = self.snapshotter.take() {
             let _ = previous.join();
@@ -307,6 +372,12 @@ fn purge(dir: &Path) {
     }
 }
 
+/// Whether `next` may follow `prev` in a log: the next counter of the same
+/// epoch, or the first of a later epoch (zxid = epoch << 32 | counter).
+pub fn follows(prev: i64, next: i64) -> bool {
+    next == prev + 1 || (next >> 32 > prev >> 32 && next & 0xffff_ffff == 1)
+}
+
 /// State rebuilt from disk, and the segment to keep appending to.
 pub struct Recovered {
     /// The tree with every logged transaction applied.
@@ -362,7 +433,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, String> {
             if txn.zxid <= tree.last_zxid {
                 continue;
             }
-            if txn.zxid != tree.last_zxid + 1 {
+            if !follows(tree.last_zxid, txn.zxid) {
                 return Err(format!(
                     "corrupt transaction log {} at offset {offset}: expected zxid {:#x}, found {:#x} (transactions are missing)",
                     path.display(),
@@ -415,12 +486,29 @@ type Parsed = (Vec<(usize, Txn)>, usize, Option<&'static str>);
 
 /// Parses a segment (see the module docs for what is torn and what is corrupt).
 fn parse_segment(path: &Path, bytes: &[u8], newest: bool) -> Result<Parsed, String> {
-    let corrupt = |offset: usize, why: &str| {
-        format!(
-            "corrupt transaction log {} at offset {offset}: {why}; refusing to start (acknowledged writes would be lost)",
-            path.display()
-        )
-    };
+    let (records, end, torn) = split_segment(path, bytes, newest)?;
+    let mut txns = Vec::with_capacity(records.len());
+    for (offset, payload) in records {
+        let txn = Txn::decode(payload).map_err(|e| corrupt_at(path, offset, &e.to_string()))?;
+        txns.push((offset, txn));
+    }
+    Ok((txns, end, torn))
+}
+
+fn corrupt_at(path: &Path, offset: usize, why: &str) -> String {
+    format!(
+        "corrupt transaction log {} at offset {offset}: {why}; refusing to start (acknowledged writes would be lost)",
+        path.display()
+    )
+}
+
+/// A segment's records (offset and payload), the end of the valid ones, and
+/// why the final record was judged torn (newest segment only).
+type Split<'a> = (Vec<(usize, &'a [u8])>, usize, Option<&'static str>);
+
+/// Splits a segment into its records' payloads, checking each checksum.
+fn split_segment<'a>(path: &Path, bytes: &'a [u8], newest: bool) -> Result<Split<'a>, String> {
+    let corrupt = |offset: usize, why: &str| corrupt_at(path, offset, why);
     if bytes.len() < SEGMENT_MAGIC.len() {
         return if newest {
             Ok((Vec::new(), 0, Some("segment shorter than its header")))
@@ -432,11 +520,11 @@ fn parse_segment(path: &Path, bytes: &[u8], newest: bool) -> Result<Parsed, Stri
         return Err(corrupt(0, "bad segment header"));
     }
     let blank_from = |from: usize| bytes[from.min(bytes.len())..].iter().all(|b| *b == 0);
-    let mut txns = Vec::new();
+    let mut records = Vec::new();
     let mut pos = SEGMENT_MAGIC.len();
     loop {
         if blank_from(pos) {
-            return Ok((txns, pos, None));
+            return Ok((records, pos, None));
         }
         let rest = &bytes[pos..];
         let torn = |why: &'static str, blank: bool| {
@@ -448,26 +536,187 @@ fn parse_segment(path: &Path, bytes: &[u8], newest: bool) -> Result<Parsed, Stri
         };
         if rest.len() < 8 {
             let (p, w) = torn("truncated record header", true)?;
-            return Ok((txns, p, w));
+            return Ok((records, p, w));
         }
         let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
         let crc = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
-        if len == 0 || len > MAX_RECORD {
+        if !(8..=MAX_RECORD).contains(&len) {
             let (p, w) = torn("record length out of range", blank_from(pos + 8))?;
-            return Ok((txns, p, w));
+            return Ok((records, p, w));
         }
         if rest.len() < 8 + len {
             let (p, w) = torn("truncated record", true)?;
-            return Ok((txns, p, w));
+            return Ok((records, p, w));
         }
         let payload = &rest[8..8 + len];
         if crc32(payload) != crc {
             let (p, w) = torn("checksum mismatch", blank_from(pos + 8 + len))?;
-            return Ok((txns, p, w));
+            return Ok((records, p, w));
         }
-        let txn = Txn::decode(payload).map_err(|e| corrupt(pos, &e.to_string()))?;
-        txns.push((pos, txn));
+        records.push((pos, payload));
         pos += 8 + len;
+    }
+}
+
+/// The zxid of an encoded transaction (its first field).
+pub fn payload_zxid(payload: &[u8]) -> i64 {
+    let mut z = [0u8; 8];
+    z.copy_from_slice(&payload[..8]);
+    i64::from_be_bytes(z)
+}
+
+/// Removes every logged transaction after `zxid`, which must be in this
+/// server's history: the newest snapshot's zxid, a logged record, or 0 with
+/// no snapshot. A learner does this when its new leader's history ends
+/// before its own (TRUNC). Nothing at or before `zxid` is touched.
+pub fn truncate_after(dir: &Path, zxid: i64) -> Result<(), String> {
+    let io_err = |what: &Path, e: io::Error| format!("{}: {e}", what.display());
+    let snaps = numbered(dir, "snapshot").map_err(|e| io_err(dir, e))?;
+    let snap_zxid = snaps.last().map_or(0, |s| s.0);
+    if snap_zxid > zxid {
+        return Err(format!(
+            "cannot truncate the log to {zxid:#x}: snapshot {snap_zxid:#x} is newer (it should hold committed transactions only)"
+        ));
+    }
+    let segs = numbered(dir, "log").map_err(|e| io_err(dir, e))?;
+    let mut found = zxid == snap_zxid;
+    // (segment, offset of its first record after zxid)
+    let mut cuts: Vec<(PathBuf, Option<usize>)> = Vec::new();
+    for (i, (first, path)) in segs.iter().enumerate() {
+        if *first > zxid {
+            cuts.push((path.clone(), None));
+            continue;
+        }
+        let bytes = fs::read(path).map_err(|e| io_err(path, e))?;
+        let (records, _, _) = split_segment(path, &bytes, i + 1 == segs.len())?;
+        found |= records.iter().any(|(_, p)| payload_zxid(p) == zxid);
+        if let Some((offset, _)) = records.iter().find(|(_, p)| payload_zxid(p) > zxid) {
+            cuts.push((path.clone(), Some(*offset)));
+        }
+    }
+    if !found {
+        return Err(format!(
+            "cannot truncate the log to {zxid:#x}: this server never logged it (its history and the leader's differ before that)"
+        ));
+    }
+    for (path, cut) in cuts {
+        match cut {
+            None => fs::remove_file(&path).map_err(|e| io_err(&path, e))?,
+            Some(offset) => {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| io_err(&path, e))?;
+                f.set_len(offset as u64).map_err(|e| io_err(&path, e))?;
+                f.sync_all().map_err(|e| io_err(&path, e))?;
+            }
+        }
+        tracing::info!("truncated {} after zxid {zxid:#x}", path.display());
+    }
+    sync_dir(dir).map_err(|e| io_err(dir, e))
+}
+
+/// Makes the snapshot file `image` (a complete snapshot file, as a leader
+/// sends it) this server's whole state: checked, synced and renamed to
+/// `snapshot.<zxid>`; every older log segment goes and a new one starts
+/// after it. Returns the tree and the segment to append to.
+pub fn install_snapshot(dir: &Path, image: &Path) -> Result<(DataTree, Segment), String> {
+    let io_err = |what: &Path, e: io::Error| format!("{}: {e}", what.display());
+    let bytes = fs::read(image).map_err(|e| io_err(image, e))?;
+    if bytes.len() < 16 {
+        return Err(format!("{}: snapshot too short", image.display()));
+    }
+    let zxid = payload_zxid(&bytes[8..]);
+    let tree = load_snapshot(image, zxid)?;
+    File::open(image)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io_err(image, e))?;
+    let path = dir.join(format!("snapshot.{zxid:016x}"));
+    fs::rename(image, &path).map_err(|e| io_err(&path, e))?;
+    sync_dir(dir).map_err(|e| io_err(dir, e))?;
+    // The snapshot is durable: what the old files held is in it or was never committed.
+    for (z, p) in numbered(dir, "snapshot").map_err(|e| io_err(dir, e))? {
+        if z > zxid {
+            fs::remove_file(&p).map_err(|e| io_err(&p, e))?;
+        }
+    }
+    for (_, p) in numbered(dir, "log").map_err(|e| io_err(dir, e))? {
+        fs::remove_file(&p).map_err(|e| io_err(&p, e))?;
+    }
+    let segment = Segment::create(dir, zxid + 1).map_err(|e| io_err(dir, e))?;
+    Ok((tree, segment))
+}
+
+/// A whole file, read by position (the handle may be read again).
+fn read_whole(f: &File) -> io::Result<Vec<u8>> {
+    let len = f.metadata()?.len() as usize;
+    let mut out = vec![0u8; len];
+    f.read_exact_at(&mut out, 0)?;
+    Ok(out)
+}
+
+/// A leader's history on disk as of one moment: its newest snapshot (open,
+/// so a purge cannot take it away) and the segments after it.
+pub struct History {
+    snapshot: Option<(i64, File)>,
+    segments: Vec<(PathBuf, File)>,
+}
+
+impl History {
+    /// Opens the newest snapshot of `dir` and the segments holding what follows it.
+    pub fn open(dir: &Path) -> io::Result<History> {
+        let snaps = numbered(dir, "snapshot")?;
+        let snapshot = match snaps.last() {
+            Some((z, p)) => Some((*z, File::open(p)?)),
+            None => None,
+        };
+        let base = snapshot.as_ref().map_or(0, |s| s.0);
+        let segs = numbered(dir, "log")?;
+        // The segment holding base + 1 is the last one named at or before it.
+        let from = segs
+            .iter()
+            .rposition(|(first, _)| *first <= base + 1)
+            .unwrap_or(0);
+        let mut segments = Vec::new();
+        for (_, p) in &segs[from..] {
+            segments.push((p.clone(), File::open(p)?));
+        }
+        Ok(History { snapshot, segments })
+    }
+
+    /// The zxid of the snapshot the history starts from (0 for none).
+    pub fn base(&self) -> i64 {
+        self.snapshot.as_ref().map_or(0, |s| s.0)
+    }
+
+    /// The snapshot file's bytes.
+    pub fn snapshot_bytes(&self) -> io::Result<Vec<u8>> {
+        match &self.snapshot {
+            Some((_, f)) => read_whole(f),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The encoded transactions after the snapshot, up to `last`.
+    pub fn records(&self, last: i64) -> Result<Vec<(i64, Vec<u8>)>, String> {
+        let base = self.base();
+        let mut out: Vec<(i64, Vec<u8>)> = Vec::new();
+        for (i, (path, f)) in self.segments.iter().enumerate() {
+            let bytes = read_whole(f).map_err(|e| format!("{}: {e}", path.display()))?;
+            // The newest segment may be appended to right now: its tail is lenient.
+            let (records, _, _) = split_segment(path, &bytes, i + 1 == self.segments.len())?;
+            for (_, payload) in records {
+                let z = payload_zxid(payload);
+                if z <= base || out.last().is_some_and(|l| z <= l.0) {
+                    continue;
+                }
+                if z > last {
+                    return Ok(out);
+                }
+                out.push((z, payload.to_vec()));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -507,6 +756,7 @@ mod tests {
         let mut log = FileLog::new(
             dir.to_path_buf(),
             r.segment,
+            r.tree.last_zxid,
             Box::new(move |z| *d2.lock().unwrap() = z),
         );
         let mut tree = r.tree;

@@ -48,6 +48,8 @@ pub mod err {
     pub const NO_AUTH: i32 = -102;
     pub const BAD_VERSION: i32 = -103;
     pub const NO_CHILDREN_FOR_EPHEMERALS: i32 = -108;
+    pub const SESSION_EXPIRED: i32 = -112;
+    pub const SESSION_MOVED: i32 = -118;
     pub const NODE_EXISTS: i32 = -110;
     pub const NOT_EMPTY: i32 = -111;
     pub const INVALID_ACL: i32 = -114;

@@ -93,13 +93,19 @@ struct Nodes {
     len: usize,
 }
 
+/// FNV-1a of `bytes`, continuing from `h`.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h = (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// FNV-1a of the path, picking its shard.
 fn shard_of(path: &str) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in path.bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    (h as usize) & (SHARDS - 1)
+    (fnv(FNV_START, path.as_bytes()) as usize) & (SHARDS - 1)
 }
 
 impl Nodes {
@@ -336,6 +342,29 @@ impl DataTree {
         self.children.get(path).unwrap_or(&NONE)
     }
 
+    /// A digest of everything the log replicates (every node with its data,
+    /// ACL and stat, every session), the same on two servers exactly when
+    /// their states are, whatever order things were inserted in.
+    pub fn digest(&self) -> u64 {
+        let mut sum: u64 = 0;
+        for shard in &self.nodes.shards {
+            for (path, node) in shard.iter() {
+                let mut h = fnv(FNV_START, path.as_bytes());
+                h = fnv(h, &node.data);
+                let mut w = Writer::new();
+                node.stat().write(&mut w);
+                w.i32(node.seq);
+                Acl::write_list(&node.acl, &mut w);
+                sum = sum.wrapping_add(fnv(h, &w.buf));
+            }
+        }
+        for (id, s) in &self.sessions {
+            let h = fnv(fnv(FNV_START, &id.to_be_bytes()), &s.timeout.to_be_bytes());
+            sum = sum.wrapping_add(fnv(h, &s.password));
+        }
+        sum
+    }
+
     /// Number of znodes.
     pub fn node_count(&self) -> usize {
         self.nodes.len
@@ -413,6 +442,12 @@ impl DataTree {
                 ephemeral_owner,
             } => {
                 let parent_path = parent_of(path).to_string();
+                // As in ZooKeeper, a create of an existing node changes nothing
+                // (a leader never logs one; a replica that kept a transaction
+                // its leader never had could meet one).
+                if self.nodes.get(path).is_some() {
+                    return Undo::Nothing;
+                }
                 let Some(parent) = self.nodes.get_mut(parent_path.as_str()) else {
                     return Undo::Nothing;
                 };
@@ -549,6 +584,24 @@ impl DataTree {
     }
 
     /// Everything a snapshot stores, as of now.
+    /// A copy of the tree that shares the node shards with it (each side
+    /// copies a shard on its first change to it, as for a capture).
+    pub fn fork(&self) -> DataTree {
+        DataTree {
+            nodes: Nodes {
+                shards: self.nodes.shards.clone(),
+                len: self.nodes.len,
+            },
+            children: self.children.clone(),
+            ephemerals: self.ephemerals.clone(),
+            reapable: self.reapable.clone(),
+            sessions: self.sessions.clone(),
+            last_zxid: self.last_zxid,
+            data_size: self.data_size,
+            acl_cache: self.acl_cache.clone(),
+        }
+    }
+
     pub fn capture(&self) -> Capture {
         let mut sessions: Vec<_> = self
             .sessions
@@ -925,6 +978,31 @@ mod tests {
         assert!(u.reapable.contains("/c"));
         assert_eq!(u.sessions[&9].timeout, 3000);
         assert!(DataTree::decode_snapshot(&img[..img.len() - 3]).is_err());
+    }
+
+    #[test]
+    fn digests_differ_exactly_when_the_states_do() {
+        let txn = |zxid, body| Txn {
+            zxid,
+            time: 1,
+            session: 5,
+            body,
+        };
+        let (mut a, mut b) = (DataTree::new(), DataTree::new());
+        assert_eq!(a.digest(), b.digest());
+        a.apply(&txn(1, create("/x", 0)), &mut Vec::new());
+        a.apply(&txn(2, create("/y", 0)), &mut Vec::new());
+        assert_ne!(a.digest(), b.digest());
+        // The same changes through the same zxids: the same digest.
+        b.apply(&txn(1, create("/x", 0)), &mut Vec::new());
+        b.apply(&txn(2, create("/y", 0)), &mut Vec::new());
+        assert_eq!(a.digest(), b.digest());
+        let session = TxnBody::CreateSession {
+            timeout: 1000,
+            password: vec![1; 16],
+        };
+        b.apply(&txn(3, session), &mut Vec::new());
+        assert_ne!(a.digest(), b.digest(), "sessions count");
     }
 
     #[test]

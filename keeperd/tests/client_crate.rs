@@ -1,16 +1,18 @@
-//! The zookeeper-client crate (0.11.2) against a real keeperd process, across
-//! every request type keeperd serves, including the crate's lock recipe.
+//! The zookeeper-client crate (0.11.2) against real keeperd processes, across
+//! every request type keeperd serves, including the crate's lock recipe:
+//! each test runs against a standalone server and against a 3-server
+//! ensemble through one of its followers.
 
 mod common;
 
-use common::{mntr_value, Server};
+use common::{mntr_value, Deployment, Kind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use zk::{Acls, AddWatchMode, Client, CreateMode, Error, EventType, LockPrefix};
 use zookeeper_client as zk;
 
-async fn connect(server: &Server) -> Client {
+async fn connect(server: &Deployment) -> Client {
     Client::connector()
         .with_session_timeout(Duration::from_secs(5))
         .connect(&server.addr())
@@ -33,9 +35,8 @@ async fn already_fired(watcher: zk::OneshotWatcher) -> zk::WatchedEvent {
     }
 }
 
-#[tokio::test]
-async fn crud_stat_and_versions() {
-    let server = Server::start("crud", "");
+async fn crud_stat_and_versions(kind: Kind) {
+    let server = Deployment::start(kind, "crud", "");
     let c = connect(&server).await;
     let (stat, _) = c.create("/a", b"hello", &persistent()).await.unwrap();
     assert_eq!(
@@ -87,9 +88,8 @@ async fn crud_stat_and_versions() {
     assert_eq!(root, vec!["a".to_string(), "zookeeper".to_string()]);
 }
 
-#[tokio::test]
-async fn reads_see_the_writes_before_them() {
-    let server = Server::start("pipelined", "");
+async fn reads_see_the_writes_before_them(kind: Kind) {
+    let server = Deployment::start(kind, "pipelined", "");
     let c = connect(&server).await;
     let other = connect(&server).await;
     c.create("/p", b"", &persistent()).await.unwrap();
@@ -115,9 +115,8 @@ async fn reads_see_the_writes_before_them() {
     }
 }
 
-#[tokio::test]
-async fn create_modes_sequence_ephemeral_container_ttl() {
-    let server = Server::start("modes", "containerCheckIntervalMs=100");
+async fn create_modes_sequence_ephemeral_container_ttl(kind: Kind) {
+    let server = Deployment::start(kind, "modes", "containerCheckIntervalMs=100");
     let c = connect(&server).await;
     c.create("/p", b"", &persistent()).await.unwrap();
     let seq = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
@@ -205,9 +204,8 @@ async fn wait_gone(c: &Client, path: &str) {
     panic!("{path} was never reaped");
 }
 
-#[tokio::test]
-async fn ephemerals_removed_on_close_and_expiry() {
-    let server = Server::start("ephemeral", "");
+async fn ephemerals_removed_on_close_and_expiry(kind: Kind) {
+    let server = Deployment::start(kind, "ephemeral", "");
     let observer = connect(&server).await;
     let eph = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
 
@@ -240,9 +238,8 @@ async fn ephemerals_removed_on_close_and_expiry() {
     assert_eq!(e.event_type, EventType::NodeDeleted);
 }
 
-#[tokio::test]
-async fn session_timeout_is_negotiated_within_bounds() {
-    let server = Server::start("timeout", "");
+async fn session_timeout_is_negotiated_within_bounds(kind: Kind) {
+    let server = Deployment::start(kind, "timeout", "");
     let low = Client::connector()
         .with_session_timeout(Duration::from_millis(100))
         .connect(&server.addr())
@@ -257,9 +254,8 @@ async fn session_timeout_is_negotiated_within_bounds() {
     assert_eq!(high.session_timeout(), Duration::from_secs(30));
 }
 
-#[tokio::test]
-async fn reconnect_resumes_session() {
-    let server = Server::start("reconnect", "");
+async fn reconnect_resumes_session(kind: Kind) {
+    let server = Deployment::start(kind, "reconnect", "");
     let first = Client::connector()
         .with_session_timeout(Duration::from_secs(5))
         .with_detached()
@@ -287,9 +283,8 @@ async fn reconnect_resumes_session() {
     assert_eq!(stat.ephemeral_owner, id.0);
 }
 
-#[tokio::test]
-async fn multi_is_all_or_nothing_and_multi_read() {
-    let server = Server::start("multi", "");
+async fn multi_is_all_or_nothing_and_multi_read(kind: Kind) {
+    let server = Deployment::start(kind, "multi", "");
     let c = connect(&server).await;
     c.create("/m", b"0", &persistent()).await.unwrap();
     let mut w = c.new_multi_writer();
@@ -338,9 +333,8 @@ async fn multi_is_all_or_nothing_and_multi_read() {
     }
 }
 
-#[tokio::test]
-async fn one_shot_watches_fire_before_the_response() {
-    let server = Server::start("watch", "");
+async fn one_shot_watches_fire_before_the_response(kind: Kind) {
+    let server = Deployment::start(kind, "watch", "");
     let c = connect(&server).await;
     let other = connect(&server).await;
     c.create("/w", b"", &persistent()).await.unwrap();
@@ -384,9 +378,8 @@ async fn one_shot_watches_fire_before_the_response() {
     );
 }
 
-#[tokio::test]
-async fn persistent_and_recursive_watches_and_removal() {
-    let server = Server::start("persist", "");
+async fn persistent_and_recursive_watches_and_removal(kind: Kind) {
+    let server = Deployment::start(kind, "persist", "");
     let c = connect(&server).await;
     let other = connect(&server).await;
     c.create("/pw", b"", &persistent()).await.unwrap();
@@ -444,14 +437,12 @@ async fn next(w: &mut zk::PersistentWatcher) -> zk::WatchedEvent {
         .unwrap()
 }
 
-#[tokio::test]
-async fn watches_survive_a_server_restart_via_set_watches() {
-    let mut server = Server::start("setwatches", "");
+async fn watches_survive_a_server_restart_via_set_watches(kind: Kind) {
+    let mut server = Deployment::start(kind, "setwatches", "");
     let c = connect(&server).await;
     let (stat, _) = c.create("/sw", b"", &persistent()).await.unwrap();
     let (_, _, watcher) = c.get_and_watch_data("/sw").await.unwrap();
-    server.kill9();
-    server.spawn();
+    server.restart();
     let other = connect(&server).await;
     other
         .set_data("/sw", b"after", Some(stat.version))
@@ -467,9 +458,8 @@ async fn watches_survive_a_server_restart_via_set_watches() {
     assert_eq!(c.get_data("/sw").await.unwrap().0, b"after");
 }
 
-#[tokio::test]
-async fn acls_digest_auth_and_error_codes() {
-    let server = Server::start("acl", "");
+async fn acls_digest_auth_and_error_codes(kind: Kind) {
+    let server = Deployment::start(kind, "acl", "");
     let bob = Client::connector()
         .with_auth("digest", b"bob:secret")
         .connect(&server.addr())
@@ -552,9 +542,8 @@ async fn acls_digest_auth_and_error_codes() {
     assert_eq!(other.get_data("/private").await.unwrap().0, b"p");
 }
 
-#[tokio::test]
-async fn builtin_lock_excludes_and_hands_over() {
-    let server = Server::start("lock", "");
+async fn builtin_lock_excludes_and_hands_over(kind: Kind) {
+    let server = Deployment::start(kind, "lock", "");
     let setup = connect(&server).await;
     setup.create("/locks", b"", &persistent()).await.unwrap();
     let inside = Arc::new(AtomicUsize::new(0));
@@ -603,16 +592,15 @@ async fn builtin_lock_excludes_and_hands_over() {
     assert!(lock.lock_path().starts_with("/locks/_c_"));
 }
 
-#[tokio::test]
-async fn four_letter_words_and_whitelist() {
-    let server = Server::start("fourlw", "");
+async fn four_letter_words_and_whitelist(kind: Kind) {
+    let server = Deployment::start(kind, "fourlw", "");
     let c = connect(&server).await;
     c.create("/f", b"", &persistent()).await.unwrap();
     let (_, _, _w) = c.get_and_watch_data("/f").await.unwrap();
     assert_eq!(server.four("ruok"), "imok");
     let srvr = server.four("srvr");
     assert!(
-        srvr.contains("Mode: standalone") && srvr.contains("Node count: 5"),
+        srvr.contains(&format!("Mode: {}", kind.mode())) && srvr.contains("Node count: 5"),
         "{srvr}"
     );
     assert!(server.four("stat").contains("Clients:"));
@@ -644,12 +632,49 @@ async fn four_letter_words_and_whitelist() {
         .contains(&format!("sid={:#x}", c.session_id().0)));
     assert!(server
         .four("conf")
-        .contains(&format!("clientPort={}", server.port)));
+        .contains(&format!("clientPort={}", server.port())));
 
-    let strict = Server::start("fourlw-strict", "4lw.commands.whitelist=srvr, ruok");
+    let strict = Deployment::start(kind, "fourlw-strict", "4lw.commands.whitelist=srvr, ruok");
     assert!(strict.four("srvr").contains("Zookeeper version"));
     assert_eq!(
         strict.four("mntr"),
         "mntr is not executed because it is not in the whitelist.\n"
     );
 }
+
+/// Runs each test against a standalone server and an ensemble.
+macro_rules! against_both {
+    ($($test:ident),* $(,)?) => {
+        $(
+            mod $test {
+                use super::Kind;
+
+                #[tokio::test(flavor = "multi_thread")]
+                async fn standalone() {
+                    super::$test(Kind::Standalone).await
+                }
+
+                #[tokio::test(flavor = "multi_thread")]
+                async fn ensemble() {
+                    super::$test(Kind::Ensemble).await
+                }
+            }
+        )*
+    };
+}
+
+against_both!(
+    crud_stat_and_versions,
+    reads_see_the_writes_before_them,
+    create_modes_sequence_ephemeral_container_ttl,
+    ephemerals_removed_on_close_and_expiry,
+    session_timeout_is_negotiated_within_bounds,
+    reconnect_resumes_session,
+    multi_is_all_or_nothing_and_multi_read,
+    one_shot_watches_fire_before_the_response,
+    persistent_and_recursive_watches_and_removal,
+    watches_survive_a_server_restart_via_set_watches,
+    acls_digest_auth_and_error_codes,
+    builtin_lock_excludes_and_hands_over,
+    four_letter_words_and_whitelist
+);

@@ -1,17 +1,21 @@
 //! Apache ZooKeeper's own command-line client (zkCli.sh from Debian's
-//! zookeeper package) against keeperd, commands fed on stdin.
+//! zookeeper package) against keeperd, commands fed on stdin: against a
+//! standalone server, and against a 3-server ensemble with the two
+//! sessions on different members.
 
 mod common;
 
+use common::ensemble::Ensemble;
 use common::Server;
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
 
-fn zkcli(server: &Server, commands: &str) -> String {
+fn zkcli(addr: &str, commands: &str) -> String {
     let mut child = Command::new(ZKCLI)
-        .args(["-server", &server.addr()])
+        .args(["-server", addr])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -39,8 +43,7 @@ fn assert_has(out: &str, needle: &str) {
     );
 }
 
-#[test]
-fn zkcli_create_read_list_set_delete_ephemeral_sequential_watch() {
+fn ensure_zkcli() {
     if !std::path::Path::new(ZKCLI).exists() {
         let ok = Command::new("apt-get")
             .args(["install", "-y", "zookeeper"])
@@ -48,9 +51,12 @@ fn zkcli_create_read_list_set_delete_ephemeral_sequential_watch() {
             .is_ok_and(|s| s.success());
         assert!(ok, "{ZKCLI} missing and apt-get install zookeeper failed");
     }
-    let server = Server::start("zkcli", "");
+}
+
+/// The first session's commands go to `first`, the second's to `second`.
+fn create_read_list_set_delete_ephemeral_sequential_watch(first_addr: &str, second_addr: &str) {
     let first = zkcli(
-        &server,
+        first_addr,
         "create /cli hello\nget /cli\nls /\ncreate -e /cli/eph e\ncreate -s /cli/seq- a\ncreate -s /cli/seq- b\nls /cli\n\
          get -w /cli\nset /cli world\nget -s /cli\nls -w /cli\ndelete /cli/seq-0000000002\nls /cli\ncreate /cli/eph again\nquit\n",
     );
@@ -78,12 +84,28 @@ fn zkcli_create_read_list_set_delete_ephemeral_sequential_watch() {
 
     // The first session closed: its ephemeral is gone.
     let second = zkcli(
-        &server,
-        "ls /cli\nget /cli\ndelete /cli\ndelete /cli/seq-0000000001\ndelete /cli\nls /\nget /cli\nquit\n",
+        second_addr,
+        "sync /cli\nls /cli\nget /cli\ndelete /cli\ndelete /cli/seq-0000000001\ndelete /cli\nls /\nget /cli\nquit\n",
     );
     assert_has(&second, "[seq-0000000001]");
     assert_has(&second, "world\n");
     assert_has(&second, "Node not empty: /cli");
     assert_has(&second, "[zookeeper]");
     assert_has(&second, "Node does not exist: /cli");
+}
+
+#[test]
+fn zkcli_against_a_standalone_server() {
+    ensure_zkcli();
+    let server = Server::start("zkcli", "");
+    create_read_list_set_delete_ephemeral_sequential_watch(&server.addr(), &server.addr());
+}
+
+#[test]
+fn zkcli_against_an_ensemble_through_two_members() {
+    ensure_zkcli();
+    let e = Ensemble::start("zkcli", 3, 0, "");
+    let leader = e.wait_serving(Duration::from_secs(20));
+    let follower = (1..=3).find(|i| *i != leader).unwrap();
+    create_read_list_set_delete_ephemeral_sequential_watch(&e.addr(follower), &e.addr(leader));
 }

@@ -28,6 +28,13 @@ pub struct DbChoice {
     /// A keeperd binary to upload for `--db keeperd` (default: build it with cargo).
     #[arg(long, global = true)]
     pub keeperd_binary: Option<std::path::PathBuf>,
+    /// How many of the nodes (the last ones) run keeperd as observers.
+    #[arg(long, default_value_t = 0, global = true)]
+    pub keeperd_observers: usize,
+    /// keeperd failpoints to switch on, comma-separated (a binary built with
+    /// `--features failpoints`; see keeperd/src/failpoint.rs).
+    #[arg(long, value_delimiter = ',', global = true)]
+    pub keeperd_failpoints: Vec<String>,
 }
 
 impl DbChoice {
@@ -52,6 +59,8 @@ impl DbChoice {
             "keeperd" => {
                 let cfg = db::keeperd::KeeperdConfig {
                     binary: self.keeperd_binary.clone(),
+                    observers: self.keeperd_observers,
+                    failpoints: self.keeperd_failpoints.clone(),
                     faketime: targets.uses_local_cluster(),
                     ..Default::default()
                 };

@@ -211,6 +211,8 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     progress.finish();
     let mntr_after = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
     let server_load = crate::db::mntr::ServerLoad::between(&mntr_before, &mntr_after);
+    let replicas =
+        crate::db::replicas::compare(db.as_ref(), control.nodes(), Duration::from_secs(15)).await;
     collect_logs(&control, db.as_ref(), &folder).await;
     if !args.keep_db {
         if let Err(e) = db.teardown(&control).await {
@@ -289,6 +291,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             super::verdict::judge_queue_run(&judging, &ops, summary)?
         }
     };
+    let verdict = super::verdict::with_replicas(verdict, &replicas);
     if let Err(e) = crate::report::write_plots(&ops, &dir) {
         eprintln!("warning: plots: {e:#}");
     }

@@ -21,6 +21,7 @@ use crate::checker::queue::check_queue;
 use crate::checker::result::{CheckResult, Counts, Validity};
 use crate::checker::zookeeper::{self, ZkOptions, ZkReport};
 use crate::checker::{check_history, timeline, CheckOptions};
+use crate::db::replicas::Replicas;
 use crate::history::{Op, OpType, Process};
 use crate::store::{Figures, Results, RunFolder, TestConfig, SCHEMA};
 use crate::workload::WorkloadKind;
@@ -463,4 +464,76 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
     };
     crate::report::write_plots(&ops, dir)?;
     Ok(verdict)
+}
+
+/// `verdict` with the replicas' comparison added (when judged): replicas that diverged
+/// make any run INVALID.
+pub fn with_replicas(verdict: Verdict, replicas: &Replicas) -> Verdict {
+    match replicas {
+        Replicas::NotJudged(_) => verdict,
+        Replicas::Converged { .. } => Verdict {
+            line: format!("{}; {}", verdict.line, replicas.describe()),
+            ..verdict
+        },
+        Replicas::Diverged { .. } => {
+            // The outcome word changes; what the run was exposed to stays.
+            let line = ["verdict: valid", "verdict: unknown"]
+                .iter()
+                .find_map(|p| verdict.line.strip_prefix(p))
+                .map_or(verdict.line.clone(), |rest| {
+                    format!("verdict: INVALID{rest}")
+                });
+            Verdict {
+                line: format!("{line}; {}", replicas.describe()),
+                exit_code: verdict.exit_code.max(1),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod replicas_tests {
+    use super::*;
+
+    #[test]
+    fn diverged_replicas_make_a_valid_run_invalid() {
+        let valid = || Verdict {
+            line: "verdict: valid; queue: 3 enqueued".into(),
+            exit_code: 0,
+        };
+        let converged = with_replicas(valid(), &Replicas::Converged { zxid: 16, nodes: 3 });
+        assert_eq!(
+            (converged.line.as_str(), converged.exit_code),
+            (
+                "verdict: valid; queue: 3 enqueued; replicas: converged (3 at zxid 0x10)",
+                0
+            )
+        );
+        let diverged = Replicas::Diverged {
+            zxid: 16,
+            digests: vec![("n1".into(), 1), ("n2".into(), 2)],
+        };
+        let v = with_replicas(valid(), &diverged);
+        assert!(
+            v.line
+                .starts_with("verdict: INVALID; queue: 3 enqueued; replicas: DIVERGED"),
+            "{}",
+            v.line
+        );
+        assert_eq!(v.exit_code, 1);
+        let exposed = Verdict {
+            line: "verdict: unknown under 2 kills (n1, n2); queue: 3 enqueued".into(),
+            exit_code: 2,
+        };
+        let v = with_replicas(exposed, &diverged);
+        assert!(
+            v.line.starts_with(
+                "verdict: INVALID under 2 kills (n1, n2); queue: 3 enqueued; replicas: DIVERGED"
+            ),
+            "{}",
+            v.line
+        );
+        let unjudged = with_replicas(valid(), &Replicas::NotJudged("one server".into()));
+        assert_eq!(unjudged.line, "verdict: valid; queue: 3 enqueued");
+    }
 }

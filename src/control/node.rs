@@ -18,6 +18,19 @@ pub struct Node {
     pub user: String,
 }
 
+/// Nodes `n1`… at `10.0.0.1`…, for tests.
+#[cfg(test)]
+pub fn test_nodes(n: usize) -> Vec<Node> {
+    (1..=n)
+        .map(|i| Node {
+            name: format!("n{i}"),
+            host: format!("10.0.0.{i}"),
+            port: 22,
+            user: "root".into(),
+        })
+        .collect()
+}
+
 impl fmt::Display for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)
@@ -116,19 +129,6 @@ fn check_unique(nodes: Vec<Node>, source: &str) -> anyhow::Result<Vec<Node>> {
         }
     }
     Ok(nodes)
-}
-
-/// Nodes `n1`..`nN` at `10.0.0.1`.., port 22, user root: for tests that need a node set.
-#[cfg(test)]
-pub fn test_nodes(n: usize) -> Vec<Node> {
-    (1..=n)
-        .map(|i| Node {
-            name: format!("n{i}"),
-            host: format!("10.0.0.{i}"),
-            port: 22,
-            user: "root".into(),
-        })
-        .collect()
 }
 
 #[cfg(test)]

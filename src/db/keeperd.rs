@@ -1,7 +1,8 @@
-//! keeperd, the project's own ZooKeeper-compatible server, as a database under test. It
-//! runs as a single node: the first node of the set serves, and every client, whichever node
-//! it is bound to, is sent there. The binary is built on the controller (or given), uploaded
-//! to the node, and run with a `zoo.cfg`-style config of its own.
+//! keeperd, the project's own ZooKeeper-compatible server, as a database under test. On one
+//! node it runs standalone; on N nodes every node runs a member of an N-server ensemble
+//! (`server.N` lines and `myid` as for ZooKeeper; the last `observers` nodes observe). The
+//! binary is built on the controller (or given), uploaded to the nodes, and run with a
+//! `zoo.cfg`-style config of its own.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,8 +22,20 @@ pub struct KeeperdConfig {
     pub binary: Option<PathBuf>,
     /// Client port.
     pub client_port: u16,
+    /// Quorum (learner to leader) port.
+    pub quorum_port: u16,
+    /// Leader election port.
+    pub election_port: u16,
     /// keeperd's basic time unit, in milliseconds (session timeouts are 2 to 20 ticks).
     pub tick_time_ms: u32,
+    /// Ticks a learner may take to connect and sync to a leader.
+    pub init_limit: u32,
+    /// Ticks a learner and its leader may go without hearing each other.
+    pub sync_limit: u32,
+    /// How many of the nodes (the last ones) are observers rather than voters.
+    pub observers: usize,
+    /// Failpoints to switch on (needs a binary built with the `failpoints` feature).
+    pub failpoints: Vec<String>,
     /// The directory under which the node keeps the server's files (`<dir>/<host>/…`).
     pub dir: String,
     /// Run the server under libfaketime (the local cluster), as for ZooKeeper.
@@ -34,22 +47,48 @@ impl Default for KeeperdConfig {
         KeeperdConfig {
             binary: None,
             client_port: 2181,
+            quorum_port: 2888,
+            election_port: 3888,
             tick_time_ms: 1000,
+            init_limit: 10,
+            sync_limit: 5,
+            observers: 0,
+            failpoints: Vec::new(),
             dir: "/var/lib/stampede/keeperd".into(),
             faketime: false,
         }
     }
 }
 
-/// Renders keeperd's config for the server on `node`.
-pub fn render_config(cfg: &KeeperdConfig, node: &Node, data_dir: &str) -> String {
-    format!(
-        "# Written by stampede for {name}.\nclientPort={port}\nclientPortAddress={host}\ndataDir={data_dir}\ntickTime={tick}\n4lw.commands.whitelist=*\n",
+/// Renders keeperd's config for the server on `node` in an ensemble of `nodes` (standalone
+/// for one node).
+pub fn render_config(cfg: &KeeperdConfig, nodes: &[Node], node: &Node, data_dir: &str) -> String {
+    let mut out = format!(
+        "# Written by stampede for {name}.\nclientPort={port}\nclientPortAddress={host}\ndataDir={data_dir}\ntickTime={tick}\ninitLimit={init}\nsyncLimit={sync}\n4lw.commands.whitelist=*\n",
         name = node.name,
         port = cfg.client_port,
         host = node.host,
         tick = cfg.tick_time_ms,
-    )
+        init = cfg.init_limit,
+        sync = cfg.sync_limit,
+    );
+    if nodes.len() > 1 {
+        let voters = nodes.len() - cfg.observers.min(nodes.len() - 1);
+        for (i, n) in nodes.iter().enumerate() {
+            let kind = if i < voters { "" } else { ":observer" };
+            out.push_str(&format!(
+                "server.{}={}:{}:{}{kind}\n",
+                i + 1,
+                n.host,
+                cfg.quorum_port,
+                cfg.election_port
+            ));
+        }
+    }
+    if !cfg.failpoints.is_empty() {
+        out.push_str(&format!("failpoints={}\n", cfg.failpoints.join(",")));
+    }
+    out
 }
 
 /// Builds keeperd in release mode from the checkout stampede was built from and returns the
@@ -85,37 +124,85 @@ fn build_binary() -> anyhow::Result<PathBuf> {
         .context("cargo built no keeperd executable")
 }
 
-/// keeperd on the first of a set of nodes.
+/// keeperd on a set of nodes: one server each.
 pub struct Keeperd {
     cfg: KeeperdConfig,
-    server: Node,
+    nodes: Vec<Node>,
 }
 
 impl Keeperd {
-    /// keeperd configured by `cfg`, serving on the first of `nodes`.
+    /// keeperd configured by `cfg` on `nodes` (an ensemble when there are several).
     pub fn new(cfg: KeeperdConfig, nodes: &[Node]) -> anyhow::Result<Keeperd> {
-        let server = nodes.first().context("keeperd needs a node")?.clone();
-        Ok(Keeperd { cfg, server })
+        if nodes.is_empty() {
+            bail!("keeperd needs a node");
+        }
+        if nodes.len() > 1 && cfg.observers >= nodes.len() {
+            bail!(
+                "keeperd observers: {} of {} nodes leaves no voter",
+                cfg.observers,
+                nodes.len()
+            );
+        }
+        if nodes.len() > 255 {
+            bail!("keeperd: at most 255 servers, got {}", nodes.len());
+        }
+        Ok(Keeperd {
+            cfg,
+            nodes: nodes.to_vec(),
+        })
     }
 
-    fn serves(&self, node: &Node) -> bool {
-        node.name == self.server.name
+    fn myid(&self, node: &Node) -> anyhow::Result<usize> {
+        let i = self.nodes.iter().position(|n| n.name == node.name);
+        i.map(|i| i + 1)
+            .with_context(|| format!("{} is not a node of this keeperd ensemble", node.name))
     }
 
-    fn home(&self) -> String {
-        format!(
-            "{}/{}",
-            self.cfg.dir.trim_end_matches('/'),
-            self.server.host
-        )
+    /// The directory of `node`'s server: `<dir>/<node host>`.
+    fn home(&self, node: &Node) -> String {
+        format!("{}/{}", self.cfg.dir.trim_end_matches('/'), node.host)
     }
 
-    fn process(&self) -> ServerProcess {
-        let home = self.home();
+    fn process(&self, node: &Node) -> ServerProcess {
+        let home = self.home(node);
         ServerProcess {
             marker: format!("{home}/keeperd.cfg"),
             home,
         }
+    }
+
+    /// Uploads the binary, config, `myid` and clock file to `node`.
+    async fn configure(&self, control: &Control, node: &Node, binary: &[u8]) -> anyhow::Result<()> {
+        let home = self.home(node);
+        control
+            .exec(
+                node,
+                &format!("mkdir -p {h}/data", h = quote(&home)),
+                Retry::Idempotent,
+            )
+            .await?;
+        control
+            .upload(node, binary.to_vec(), &format!("{home}/keeperd"), 0o755)
+            .await?;
+        let config = render_config(&self.cfg, &self.nodes, node, &format!("{home}/data"));
+        control
+            .upload(
+                node,
+                config.into_bytes(),
+                &format!("{home}/keeperd.cfg"),
+                0o644,
+            )
+            .await?;
+        let myid = format!("{}\n", self.myid(node)?);
+        control
+            .upload(node, myid.into_bytes(), &format!("{home}/data/myid"), 0o644)
+            .await?;
+        if let Some(file) = self.clock_file(node) {
+            control
+                .upload(node, b"+0.000\n".to_vec(), &file, 0o644)
+                .await?;
+        }
+        Ok(())
     }
 }
 
@@ -125,12 +212,12 @@ impl Db for Keeperd {
         "keeperd"
     }
 
-    fn client_address(&self, _node: &Node) -> String {
-        format!("{}:{}", self.server.host, self.cfg.client_port)
+    fn client_address(&self, node: &Node) -> String {
+        format!("{}:{}", node.host, self.cfg.client_port)
     }
 
     fn runs_on(&self, node: &Node) -> bool {
-        self.serves(node)
+        self.nodes.iter().any(|n| n.name == node.name)
     }
 
     async fn setup(&self, control: &Control) -> anyhow::Result<()> {
@@ -140,58 +227,31 @@ impl Db for Keeperd {
         };
         let data = std::fs::read(&binary)
             .with_context(|| format!("cannot read keeperd binary {}", binary.display()))?;
-        let (node, home) = (&self.server, self.home());
-        control
-            .exec(
-                node,
-                &format!("mkdir -p {h}/data", h = quote(&home)),
-                Retry::Idempotent,
-            )
-            .await?;
-        control
-            .upload(node, data, &format!("{home}/keeperd"), 0o755)
-            .await?;
-        let config = render_config(&self.cfg, node, &format!("{home}/data"));
-        control
-            .upload(
-                node,
-                config.into_bytes(),
-                &format!("{home}/keeperd.cfg"),
-                0o644,
-            )
-            .await?;
-        if let Some(file) = self.clock_file(node) {
-            control
-                .upload(node, b"+0.000\n".to_vec(), &file, 0o644)
-                .await?;
+        let steps = self.nodes.iter().map(|node| {
+            let data = &data;
+            async move {
+                self.configure(control, node, data).await?;
+                self.start(control, node).await
+            }
+        });
+        for result in futures::future::join_all(steps).await {
+            result?;
         }
-        self.start(control, node).await?;
-        super::wait_until_serving(self, std::slice::from_ref(node), Duration::from_secs(30)).await
+        super::wait_until_serving(self, &self.nodes, Duration::from_secs(60)).await
     }
 
     async fn teardown(&self, control: &Control) -> anyhow::Result<()> {
-        self.stop(control, &self.server).await?;
-        control
-            .exec(
-                &self.server,
-                &format!("rm -rf {}", quote(&self.home())),
-                Retry::Idempotent,
-            )
-            .await
-            .map(drop)
+        super::remove_servers(self, control, &self.nodes, |n| self.home(n)).await
     }
 
     async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        if !self.serves(node) {
-            return Ok(());
-        }
-        let home = self.home();
+        let home = self.home(node);
         let env = self
             .clock_file(node)
             .map(|f| faketime_env(&f))
             .unwrap_or_default();
         let command = format!("{h}/keeperd {h}/keeperd.cfg", h = quote(&home));
-        self.process()
+        self.process(node)
             .start(
                 control,
                 node,
@@ -203,63 +263,46 @@ impl Db for Keeperd {
     }
 
     async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        if self.serves(node) {
-            self.process().stop(control, node).await?;
-        }
-        Ok(())
+        self.process(node).stop(control, node).await
     }
 
     async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        if self.serves(node) {
-            self.process().kill(control, node).await?;
-        }
-        Ok(())
+        self.process(node).kill(control, node).await
     }
 
     async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        if self.serves(node) {
-            self.process().pause(control, node).await?;
-        }
-        Ok(())
+        self.process(node).pause(control, node).await
     }
 
     async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        if self.serves(node) {
-            self.process().signal(control, node, "CONT").await?;
-        }
-        Ok(())
+        self.process(node)
+            .signal(control, node, "CONT")
+            .await
+            .map(drop)
     }
 
     async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        if !self.serves(node) {
-            return Ok(false);
-        }
-        self.process().is_running(control, node).await
+        self.process(node).is_running(control, node).await
     }
 
     async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        if !self.serves(node) {
-            return Ok(false);
-        }
         let probe = format!(
             "test -f {} && echo yes || true",
-            quote(&format!("{}/keeperd.cfg", self.home()))
+            quote(&format!("{}/keeperd.cfg", self.home(node)))
         );
         Ok(control.exec(node, &probe, Retry::Idempotent).await? == "yes")
     }
 
     async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        if !self.serves(node) {
-            return Ok(());
-        }
         if self.is_running(control, node).await? {
             bail!("on {}: stop the server before wiping its data", node.name);
         }
-        let data = quote(&format!("{}/data", self.home()));
+        // The data goes; the server's id stays.
+        let data = quote(&format!("{}/data", self.home(node)));
         control
             .exec(
                 node,
-                &format!("rm -rf {data} && mkdir -p {data}"),
+                &format!("find {data} -mindepth 1 ! -name myid -delete"),
                 Retry::Idempotent,
             )
             .await
@@ -267,14 +310,13 @@ impl Db for Keeperd {
     }
 
     fn clock_file(&self, node: &Node) -> Option<String> {
-        (self.cfg.faketime && self.serves(node)).then(|| format!("{}/faketime", self.home()))
+        self.cfg
+            .faketime
+            .then(|| format!("{}/faketime", self.home(node)))
     }
 
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
-        if !self.serves(node) {
-            return Ok(());
-        }
-        self.process()
+        self.process(node)
             .collect(control, node, &["keeperd.log"], "data", dir)
             .await
     }
@@ -284,15 +326,14 @@ impl Db for Keeperd {
 mod tests {
     use super::*;
 
+    fn nodes(n: usize) -> Vec<Node> {
+        crate::control::test_nodes(n)
+    }
+
     #[test]
-    fn config_binds_the_node_and_allows_every_four_letter_word() {
-        let node = Node {
-            name: "n1".into(),
-            host: "10.0.0.1".into(),
-            port: 22,
-            user: "root".into(),
-        };
-        let text = render_config(&KeeperdConfig::default(), &node, "/d/data");
+    fn one_node_is_standalone_and_binds_its_address() {
+        let nodes = nodes(1);
+        let text = render_config(&KeeperdConfig::default(), &nodes, &nodes[0], "/d/data");
         for line in [
             "clientPort=2181",
             "clientPortAddress=10.0.0.1",
@@ -302,27 +343,46 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in {text}");
         }
+        assert!(!text.contains("server."));
     }
 
     #[test]
-    fn every_client_is_sent_to_the_one_server() {
-        let nodes: Vec<Node> = (1..=3)
-            .map(|i| Node {
-                name: format!("n{i}"),
-                host: format!("10.0.0.{i}"),
-                port: 22,
-                user: "root".into(),
-            })
-            .collect();
+    fn several_nodes_make_an_ensemble_with_observers_last() {
+        let nodes = nodes(5);
+        let cfg = KeeperdConfig {
+            observers: 2,
+            failpoints: vec!["skip-trunc".into()],
+            ..Default::default()
+        };
+        let text = render_config(&cfg, &nodes, &nodes[1], "/d/data");
+        for line in [
+            "clientPortAddress=10.0.0.2",
+            "initLimit=10",
+            "syncLimit=5",
+            "server.1=10.0.0.1:2888:3888",
+            "server.3=10.0.0.3:2888:3888",
+            "server.4=10.0.0.4:2888:3888:observer",
+            "server.5=10.0.0.5:2888:3888:observer",
+            "failpoints=skip-trunc",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
         let db = Keeperd::new(KeeperdConfig::default(), &nodes).unwrap();
+        assert_eq!(db.myid(&nodes[4]).unwrap(), 5);
         assert!(nodes
             .iter()
-            .all(|n| db.client_address(n) == "10.0.0.1:2181"));
-        assert!(db.clock_file(&nodes[1]).is_none());
-        let servers: Vec<String> = crate::db::servers(&db, &nodes)
-            .into_iter()
-            .map(|n| n.name)
-            .collect();
-        assert_eq!(servers, ["n1"], "faults aim at the one server");
+            .all(|n| db.client_address(n) == format!("{}:2181", n.host)));
+        let servers = crate::db::servers(&db, &nodes);
+        assert_eq!(servers.len(), 5, "faults aim at every member");
+    }
+
+    #[test]
+    fn observers_must_leave_a_voter() {
+        let cfg = KeeperdConfig {
+            observers: 3,
+            ..Default::default()
+        };
+        let err = Keeperd::new(cfg, &nodes(3)).err().unwrap().to_string();
+        assert!(err.contains("leaves no voter"), "{err}");
     }
 }

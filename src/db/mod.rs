@@ -6,6 +6,7 @@ mod four_letter;
 pub mod keeperd;
 pub mod mntr;
 mod process;
+pub mod replicas;
 pub mod zookeeper;
 
 use std::path::Path;
@@ -53,6 +54,32 @@ pub trait Db: Send + Sync {
     fn clock_file(&self, node: &Node) -> Option<String>;
     /// Copies the server's logs and a listing of its data directory into `dir`.
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()>;
+}
+
+/// Stops the servers on `nodes` (resuming paused ones first) and removes each server's
+/// directory, `home(node)`: the teardown of every database here.
+pub async fn remove_servers(
+    db: &dyn Db,
+    control: &Control,
+    nodes: &[Node],
+    home: impl Fn(&Node) -> String,
+) -> anyhow::Result<()> {
+    let steps = nodes.iter().map(|node| {
+        let home = home(node);
+        async move {
+            db.resume(control, node).await?;
+            db.stop(control, node).await?;
+            let rm = format!("rm -rf {}", crate::control::shell::quote(&home));
+            control
+                .exec(node, &rm, crate::control::Retry::Idempotent)
+                .await?;
+            anyhow::Ok(())
+        }
+    });
+    for result in futures::future::join_all(steps).await {
+        result?;
+    }
+    Ok(())
 }
 
 /// What each node says it is, in node order (`None` when it does not answer or serve).

@@ -279,22 +279,7 @@ impl Db for ZooKeeper {
     }
 
     async fn teardown(&self, control: &Control) -> anyhow::Result<()> {
-        let steps = self.nodes.iter().map(|node| async move {
-            self.resume(control, node).await?;
-            self.stop(control, node).await?;
-            control
-                .exec(
-                    node,
-                    &format!("rm -rf {}", quote(&self.home(node))),
-                    Retry::Idempotent,
-                )
-                .await?;
-            anyhow::Ok(())
-        });
-        for result in futures::future::join_all(steps).await {
-            result?;
-        }
-        Ok(())
+        super::remove_servers(self, control, &self.nodes, |n| self.home(n)).await
     }
 
     async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {

@@ -385,7 +385,10 @@ mod tests {
         std::fs::write(&path, yaml).unwrap();
         let nodes = crate::control::test_nodes(3);
         let db: Box<dyn Db> = match keeperd {
-            true => Box::new(crate::db::keeperd::Keeperd::new(Default::default(), &nodes).unwrap()),
+            // keeperd on n1 alone (standalone), the other nodes running nothing.
+            true => {
+                Box::new(crate::db::keeperd::Keeperd::new(Default::default(), &nodes[..1]).unwrap())
+            }
             false => Box::new(ZooKeeper::new(ZkConfig::default(), nodes.clone())),
         };
         let aim = Aim {

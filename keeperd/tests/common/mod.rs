@@ -53,18 +53,7 @@ impl Server {
 
     /// Starts the process again on the same port and data.
     pub fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("server.log"))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_keeperd"))
-            .arg(self.dir.join("zoo.cfg"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn keeperd");
-        self.child = Some(child);
+        self.child = Some(spawn_keeperd(&self.dir));
         let start = Instant::now();
         while self.four("ruok") != "imok" {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
@@ -91,14 +80,7 @@ impl Server {
 
     /// Sends a four-letter word and returns the reply ("" if none).
     pub fn four(&self, word: &str) -> String {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return String::new();
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let _ = s.write_all(word.as_bytes());
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out
+        four(self.port, word)
     }
 
     /// Sends SIGKILL to the process and reaps it.
@@ -129,6 +111,33 @@ impl Drop for Server {
     }
 }
 
+/// Runs keeperd on `dir/zoo.cfg`, its stderr appended to `dir/server.log`.
+pub fn spawn_keeperd(dir: &std::path::Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_keeperd"))
+        .arg(dir.join("zoo.cfg"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn keeperd")
+}
+
+/// Sends a four-letter word to a port on 127.0.0.1 and returns the reply ("" if none).
+pub fn four(port: u16, word: &str) -> String {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = s.write_all(word.as_bytes());
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
 /// Value of `key` in mntr output.
 pub fn mntr_value(mntr: &str, key: &str) -> Option<String> {
     mntr.lines().find_map(|l| {
@@ -136,4 +145,80 @@ pub fn mntr_value(mntr: &str, key: &str) -> Option<String> {
             .and_then(|r| r.strip_prefix('\t'))
             .map(str::to_string)
     })
+}
+pub mod ensemble;
+
+/// What a client test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// One standalone server.
+    Standalone,
+    /// A 3-server ensemble, reached through a follower.
+    Ensemble,
+}
+
+impl Kind {
+    /// The mode the server clients talk to reports.
+    pub fn mode(self) -> &'static str {
+        match self {
+            Kind::Standalone => "standalone",
+            Kind::Ensemble => "follower",
+        }
+    }
+}
+
+/// A standalone server, or an ensemble with the member clients talk to.
+pub enum Deployment {
+    /// One server.
+    Single(Server),
+    /// An ensemble and the id of the follower clients use.
+    Ensemble(ensemble::Ensemble, usize),
+}
+
+impl Deployment {
+    /// Starts one of `kind` with `extra` config lines.
+    pub fn start(kind: Kind, name: &str, extra: &str) -> Deployment {
+        match kind {
+            Kind::Standalone => Deployment::Single(Server::start(name, extra)),
+            Kind::Ensemble => {
+                let e = ensemble::Ensemble::start(name, 3, 0, extra);
+                let leader = e.wait_serving(Duration::from_secs(20));
+                let follower = (1..=3).find(|i| *i != leader).unwrap();
+                Deployment::Ensemble(e, follower)
+            }
+        }
+    }
+
+    /// The client port clients use.
+    pub fn port(&self) -> u16 {
+        match self {
+            Deployment::Single(s) => s.port,
+            Deployment::Ensemble(e, m) => e.member(*m).port,
+        }
+    }
+
+    /// "127.0.0.1:port" of the server clients use.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port())
+    }
+
+    /// A four-letter word's answer from the server clients use.
+    pub fn four(&self, word: &str) -> String {
+        four(self.port(), word)
+    }
+
+    /// kill -9 of the server clients use, and a restart on the same data.
+    pub fn restart(&mut self) {
+        match self {
+            Deployment::Single(s) => {
+                s.kill9();
+                s.spawn();
+            }
+            Deployment::Ensemble(e, m) => {
+                e.kill9(*m);
+                e.spawn(*m);
+                e.wait_serving(Duration::from_secs(20));
+            }
+        }
+    }
 }

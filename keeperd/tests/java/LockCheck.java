@@ -1,5 +1,6 @@
 // Drives keeperd with ZooKeeper's Java client and its WriteLock recipe.
-// Usage: java LockCheck host:port
+// Usage: java LockCheck host:port [host:port [host:port]]: the three clients
+// connect to the given servers in turn.
 // Prints one line per checked step; exits non-zero on any failure.
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -33,8 +34,8 @@ public class LockCheck {
 
     public static void main(String[] args) throws Exception {
         ZooKeeper a = connect(args[0]);
-        ZooKeeper b = connect(args[0]);
-        ZooKeeper c = connect(args[0]);
+        ZooKeeper b = connect(args[1 % args.length]);
+        ZooKeeper c = connect(args[2 % args.length]);
         CountDownLatch bAcquired = new CountDownLatch(1);
         CountDownLatch cAcquired = new CountDownLatch(1);
         WriteLock la = new WriteLock(a, "/javalock", ZooDefs.Ids.OPEN_ACL_UNSAFE);
@@ -50,6 +51,11 @@ public class LockCheck {
         check(!lb.lock(), "second client waits");
         check(!lc.lock(), "third client waits");
         check(la.isOwner() && !lb.isOwner() && !lc.isOwner(), "exactly one owner");
+        // b and c queued through other servers: a's server may not have applied their
+        // creates yet (reads are local, as in ZooKeeper), so catch up first.
+        CountDownLatch synced = new CountDownLatch(1);
+        a.sync("/javalock", (rc, path, ctx) -> synced.countDown(), null);
+        check(synced.await(10, TimeUnit.SECONDS), "sync through the first client's server");
         check(a.getChildren("/javalock", false).size() == 3, "three contenders queued");
         la.unlock();
         check(bAcquired.await(10, TimeUnit.SECONDS), "second client acquires after release");
