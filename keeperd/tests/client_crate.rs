@@ -224,6 +224,7 @@ async fn ephemerals_removed_on_close_and_expiry(kind: Kind) {
     // A detached client leaves its session open on drop: it must expire.
     let expiring = Client::connector()
         .with_session_timeout(Duration::from_secs(1))
+        .with_connection_timeout(Duration::from_secs(5))
         .with_detached()
         .connect(&server.addr())
         .await
@@ -240,8 +241,12 @@ async fn ephemerals_removed_on_close_and_expiry(kind: Kind) {
 
 async fn session_timeout_is_negotiated_within_bounds(kind: Kind) {
     let server = Deployment::start(kind, "timeout", "");
+    // The connection's idle timeout defaults to 2/5 of the session timeout asked for (40 ms
+    // here), shorter than an ensemble's session creation may take on a loaded machine: what
+    // is tested is the negotiated timeout, so the connection may take its time.
     let low = Client::connector()
         .with_session_timeout(Duration::from_millis(100))
+        .with_connection_timeout(Duration::from_secs(5))
         .connect(&server.addr())
         .await
         .unwrap();
