@@ -17,6 +17,8 @@ mod control;
 mod db;
 mod generator;
 mod history;
+#[cfg(test)]
+mod layers;
 mod nemesis;
 mod progress;
 mod report;

@@ -11,28 +11,24 @@ use anyhow::Context;
 
 use super::db::DbChoice;
 use super::targets::TargetArgs;
-use crate::checker::liveness::LivenessOptions;
 use crate::client::NodeEndpoint;
 use crate::cluster::{self, Spec};
 use crate::config::{self, Override};
 use crate::control::Control;
 use crate::db::Db;
-use crate::generator::{RunSummary, Target};
+use crate::generator::Target;
 use crate::history::Recorder;
 use crate::nemesis::{self, Ending};
 use crate::progress::Progress;
 use crate::store::{RunFolder, TestConfig};
-use crate::workload::barrier::{self, BarrierRunSummary};
-use crate::workload::election::{self, ElectionRunSummary};
-use crate::workload::lock::{self, LockRunSummary};
-use crate::workload::queue::{self, QueueRunSummary};
-use crate::workload::{WorkloadFile, WorkloadKind};
+use crate::workload::{self, Ran, WorkloadFile};
 
 /// Arguments of `stampede test`.
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
-    /// The workload: a name in workloads/ (register) or a path to a YAML file.
-    #[arg(long, default_value = "register")]
+    /// The workload: a name in workloads/ (register, lock-sequential, ...) or a path to a
+    /// YAML file.
+    #[arg(long, default_value = workload::DEFAULT)]
     workload: String,
     /// The nemesis package: a name in nemeses/ (partition, kill, pause, none) or a path.
     #[arg(long, default_value = "partition")]
@@ -81,15 +77,9 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         overrides.push(format!("generator.time_limit={limit}").parse()?);
     }
     let workload_path = config::resolve("workloads", &args.workload)?;
-    let workload_file: WorkloadFile = config::load_with_overrides(&workload_path, &overrides)?;
-    workload_file
-        .validate()
-        .map_err(|e| anyhow::anyhow!("{}: {e}", workload_path.display()))?;
+    let (workload_file, workload) = workload::load(&workload_path, &overrides)?;
     let nemesis_path = config::resolve("nemeses", &args.nemesis)?;
-    let holders = matches!(
-        workload_file.workload,
-        WorkloadKind::Lock | WorkloadKind::Election
-    );
+    let holders = workload.holder_op().is_some();
     let nemesis_config = nemesis::load_package(&nemesis_path, holders, None)?;
 
     let control = targets_with_cluster(&args)?;
@@ -102,7 +92,10 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         db: db.as_ref(),
     };
     nemesis_config.check(&nemesis_path, holders, Some(&aim))?;
-    let holder = Arc::new(HistoryHolder::default());
+    let holder = Arc::new(HistoryHolder {
+        recorder: Default::default(),
+        op: workload.holder_op(),
+    });
     let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()))?;
     let name = args
         .name
@@ -122,7 +115,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|n| format!("{} {}@{}:{}", n.name, n.user, n.host, n.port))
             .collect(),
-        workload: workload_file.clone(),
+        workload: workload_file.with_settings(workload.settings()),
         nemesis: nemesis_config,
     };
     folder.write_config(&test)?;
@@ -140,7 +133,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot write {}", folder.history_path().display()))?
         .observed_by(Box::new(move |op| shown.record(op)));
     let recorder = Arc::new(recorder);
-    let _ = holder.0.set(recorder.clone());
+    let _ = holder.recorder.set(recorder.clone());
     let endpoints: Vec<NodeEndpoint> = control
         .nodes()
         .iter()
@@ -151,63 +144,12 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     let on_signal = nemesis::OnSignal(cancel_tx, Duration::from_secs(60));
     let target = Target {
         run_id: stamp.clone(),
-        endpoints: endpoints.clone(),
-        nemeses: nemeses.clone(),
+        endpoints,
+        nemeses,
         recorder: recorder.clone(),
-        cancel: cancel_rx.clone(),
+        cancel: cancel_rx,
     };
-    let ending = match workload_file.workload {
-        WorkloadKind::Register => {
-            let workload = workload_file.build(&stamp, rand::random())?;
-            let run = crate::generator::run(
-                &workload_file.generator,
-                workload,
-                endpoints,
-                nemeses,
-                recorder.clone(),
-                cancel_rx,
-            );
-            nemesis::guarded(&control, db.as_ref(), on_signal, async {
-                run.await.map(RunOutcome::Register)
-            })
-            .await
-        }
-        WorkloadKind::Lock => {
-            let run = lock::run(&workload_file, target);
-            nemesis::guarded(&control, db.as_ref(), on_signal, async {
-                run.await.map(|s| RunOutcome::Lock(Box::new(s)))
-            })
-            .await
-        }
-        WorkloadKind::Election => {
-            let run = election::run(&workload_file, target);
-            nemesis::guarded(&control, db.as_ref(), on_signal, async {
-                run.await.map(|s| RunOutcome::Election(Box::new(s)))
-            })
-            .await
-        }
-        WorkloadKind::Barrier => {
-            let run = barrier::run(&workload_file, target);
-            nemesis::guarded(&control, db.as_ref(), on_signal, async {
-                run.await.map(|s| RunOutcome::Barrier(Box::new(s)))
-            })
-            .await
-        }
-        WorkloadKind::Queue => {
-            let run = queue::run(
-                &workload_file,
-                &stamp,
-                endpoints,
-                nemeses,
-                recorder.clone(),
-                cancel_rx,
-            );
-            nemesis::guarded(&control, db.as_ref(), on_signal, async {
-                run.await.map(|s| RunOutcome::Queue(Box::new(s)))
-            })
-            .await
-        }
-    };
+    let ending = nemesis::guarded(&control, db.as_ref(), on_signal, workload.run(target)).await;
     progress.finish();
     let mntr_after = crate::db::mntr::sample(db.as_ref(), control.nodes()).await;
     let server_load = crate::db::mntr::ServerLoad::between(&mntr_before, &mntr_after);
@@ -219,15 +161,15 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
             eprintln!("warning: tearing down {}: {e:#}", db.name());
         }
     }
-    let (aborted, outcome) = match ending? {
-        Ending::Finished(Ok(outcome)) => {
-            if !outcome.heal_failures().is_empty() {
+    let (aborted, ran) = match ending? {
+        Ending::Finished(Ok(ran)) => {
+            if !ran.heal_failures.is_empty() {
                 eprintln!(
                     "warning: some faults could not be healed: {}",
-                    outcome.heal_failures().join("; ")
+                    ran.heal_failures.join("; ")
                 );
             }
-            (None, Some(outcome))
+            (None, Some(ran))
         }
         Ending::Finished(Err(e)) => (Some(format!("{e:#}")), None),
         Ending::Interrupted(signal) => (Some(format!("interrupted by {signal}")), None),
@@ -238,61 +180,10 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         aborted: aborted.as_deref(),
         config: Some(&test),
     };
-    let verdict = match workload_file.workload {
-        WorkloadKind::Register => {
-            let sync_reads = workload_file.register.sync_reads;
-            super::verdict::judge_run(&judging, &ops, sync_reads)?
-        }
-        WorkloadKind::Lock => {
-            let summary = match &outcome {
-                Some(RunOutcome::Lock(summary)) => {
-                    let mut value = serde_json::to_value(summary)?;
-                    value["server"] = server_herd(&server_load, summary.herd.releases);
-                    Some(value)
-                }
-                _ => None,
-            };
-            let lock = &workload_file.lock;
-            super::verdict::judge_lock_run(
-                &judging,
-                &ops,
-                lock.fencing,
-                LivenessOptions::for_sessions(lock.session_timeout.0, lock.op_timeout.0),
-                summary,
-            )?
-        }
-        WorkloadKind::Election => {
-            let summary = match &outcome {
-                Some(RunOutcome::Election(summary)) => {
-                    let mut value = serde_json::to_value(summary)?;
-                    value["server"] = server_herd(&server_load, summary.herd.releases);
-                    Some(value)
-                }
-                _ => None,
-            };
-            let e = &workload_file.election;
-            let live = LivenessOptions::for_sessions(e.session_timeout.0, e.op_timeout.0);
-            super::verdict::judge_election_run(&judging, &ops, live, summary)?
-        }
-        WorkloadKind::Barrier => {
-            let summary = match &outcome {
-                Some(RunOutcome::Barrier(summary)) => Some(serde_json::to_value(summary)?),
-                _ => None,
-            };
-            let cfg = &workload_file;
-            let threshold = cfg.barrier.threshold_for(cfg.generator.concurrency) as u64;
-            super::verdict::judge_barrier_run(&judging, &ops, threshold, summary)?
-        }
-        WorkloadKind::Queue => {
-            let summary = match &outcome {
-                Some(RunOutcome::Queue(summary)) => Some(serde_json::to_value(summary)?),
-                _ => None,
-            };
-            super::verdict::judge_queue_run(&judging, &ops, summary)?
-        }
-    };
+    let summary = ran.and_then(|ran| with_server_load(ran, &server_load));
+    let verdict = super::verdict::judge(&judging, workload.as_ref(), &ops, summary)?;
     let verdict = super::verdict::with_replicas(verdict, &replicas);
-    if let Err(e) = crate::report::write_plots(&ops, &dir) {
+    if let Err(e) = workload.plots(&ops, &dir) {
         eprintln!("warning: plots: {e:#}");
     }
     println!("results: {}", dir.display());
@@ -353,23 +244,58 @@ fn sweep(args: &TestArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(worst))
 }
 
-/// The lock workloads a sweep runs: every recipe for `lock`, else `workload` if it is a lock
-/// workload.
+/// The workload files a sweep runs: `workload` itself, or when it names a workload rather
+/// than a file (`lock`), every file in workloads/ that runs it; each must be a workload run
+/// by contenders.
 fn sweep_workloads(workload: &str) -> anyhow::Result<Vec<String>> {
-    if workload == "lock" {
-        use crate::workload::lock::RecipeKind;
-        return Ok(RecipeKind::ALL
-            .map(|r| r.workload_name().to_string())
-            .to_vec());
+    let runs = |name: &str| -> anyhow::Result<(PathBuf, WorkloadFile)> {
+        let path = config::resolve("workloads", name)?;
+        let file = config::load(&path)?;
+        Ok((path, file))
+    };
+    let named = workload::WORKLOADS.iter().any(|e| e.name == workload);
+    let files = match (named, config::resolve("workloads", workload)) {
+        (true, Err(_)) => {
+            let mut files = Vec::new();
+            for name in config::names("workloads") {
+                let (_, file) = runs(&name)?;
+                if file.workload == workload {
+                    files.push(name);
+                }
+            }
+            files
+        }
+        _ => vec![workload.to_string()],
+    };
+    for name in &files {
+        let (path, file) = runs(name)?;
+        let runs_contenders = workload::build(&file)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            .sweeps_contenders();
+        anyhow::ensure!(
+            runs_contenders,
+            "--contenders: {} is not a workload of contenders (those are: {})",
+            path.display(),
+            contender_workloads().join(", ")
+        );
     }
-    let path = config::resolve("workloads", workload)?;
-    let file: WorkloadFile = config::load(&path)?;
-    anyhow::ensure!(
-        file.workload == WorkloadKind::Lock,
-        "--contenders: {} is not a lock workload",
-        path.display()
-    );
-    Ok(vec![workload.to_string()])
+    Ok(files)
+}
+
+/// The names of the workloads run by contenders.
+fn contender_workloads() -> Vec<&'static str> {
+    let default = WorkloadFile::named(workload::DEFAULT);
+    workload::WORKLOADS
+        .iter()
+        .filter(|e| {
+            let file = WorkloadFile {
+                workload: e.name.to_string(),
+                ..default.clone()
+            };
+            workload::build(&file).is_ok_and(|w| w.sweeps_contenders())
+        })
+        .map(|e| e.name)
+        .collect()
 }
 
 /// The command line of the sweep without the flags each run sets itself (`--workload`,
@@ -389,28 +315,6 @@ fn forwarded_args(args: impl Iterator<Item = String>) -> Vec<String> {
         }
     }
     kept
-}
-
-/// How the main job of a run ended, by workload.
-enum RunOutcome {
-    Register(RunSummary),
-    Lock(Box<LockRunSummary>),
-    Election(Box<ElectionRunSummary>),
-    Barrier(Box<BarrierRunSummary>),
-    Queue(Box<QueueRunSummary>),
-}
-
-impl RunOutcome {
-    /// Faults that could not be healed.
-    fn heal_failures(&self) -> &[String] {
-        match self {
-            RunOutcome::Register(s) => &s.heal_failures,
-            RunOutcome::Lock(s) => &s.heal_failures,
-            RunOutcome::Election(s) => &s.heal_failures,
-            RunOutcome::Barrier(s) => &s.heal_failures,
-            RunOutcome::Queue(s) => &s.heal_failures,
-        }
-    }
 }
 
 /// A controller for the chosen nodes, making the local cluster first when none are given.
@@ -463,10 +367,14 @@ async fn collect_logs(control: &Control, db: &dyn Db, folder: &RunFolder) {
     }
 }
 
-/// The servers' own figures for a lock run per release, or an election run per leadership
-/// change: watch notifications (from the fan-out summaries) and packets received, summed over
-/// the servers.
-fn server_herd(load: &crate::db::mntr::ServerLoad, releases: u64) -> serde_json::Value {
+/// The run's summary with the servers' own figures beside it when the run counts releases
+/// (lock hand-offs, leadership changes): watch notifications (from the fan-out summaries) and
+/// packets received, summed over the servers, in all and per release.
+fn with_server_load(ran: Ran, load: &crate::db::mntr::ServerLoad) -> Option<serde_json::Value> {
+    let mut summary = ran.summary?;
+    let Some(releases) = ran.releases else {
+        return Some(summary);
+    };
     let per_release = |total: f64| {
         if releases == 0 {
             0.0
@@ -474,31 +382,35 @@ fn server_herd(load: &crate::db::mntr::ServerLoad, releases: u64) -> serde_json:
             total / releases as f64
         }
     };
-    serde_json::json!({
+    summary["server"] = serde_json::json!({
         "nodes": load.nodes,
         "releases": releases,
         "watch_notifications": load.watch_notifications,
         "packets_received": load.packets_received,
         "notifications_per_release": per_release(load.watch_notifications),
         "packets_per_release": per_release(load.packets_received),
-    })
+    });
+    Some(summary)
 }
 
 /// Who holds the lock or leads, read from the history as it is recorded: the node of the
-/// latest `hold` / `lead` operation still open (for the partition target `holder`).
-#[derive(Default)]
-struct HistoryHolder(std::sync::OnceLock<Arc<Recorder>>);
+/// latest operation `op` (the workload's `hold` or `lead`) still open, for the partition
+/// target `holder`.
+struct HistoryHolder {
+    recorder: std::sync::OnceLock<Arc<Recorder>>,
+    op: Option<&'static str>,
+}
 
 impl nemesis::HolderView for HistoryHolder {
     fn holder_node(&self) -> Option<String> {
-        open_holder(&self.0.get()?.ops())
+        open_holder(&self.recorder.get()?.ops(), self.op?)
     }
 }
 
-/// The node of the latest `hold` or `lead` invocation whose process has not completed it.
-fn open_holder(ops: &[crate::history::Op]) -> Option<String> {
+/// The node of the latest invocation of `f` whose process has not completed it.
+fn open_holder(ops: &[crate::history::Op], f: &str) -> Option<String> {
     let mut open = std::collections::HashMap::new();
-    for op in ops.iter().filter(|op| op.f == "hold" || op.f == "lead") {
+    for op in ops.iter().filter(|op| op.f == f) {
         match op.kind {
             crate::history::OpType::Invoke => _ = open.insert(op.process, op),
             _ => _ = open.remove(&op.process),
@@ -538,14 +450,19 @@ mod tests {
             op(2, OpType::Invoke, 2, "acquire", "n3"),
             op(3, OpType::Invoke, 4, "hold", "n2"),
         ];
-        assert_eq!(open_holder(&ops).as_deref(), Some("n2"));
+        assert_eq!(open_holder(&ops, "hold").as_deref(), Some("n2"));
         assert_eq!(
-            open_holder(&ops[..2]),
+            open_holder(&ops[..2], "hold"),
             None,
             "nobody holds after the release"
         );
         let lead = vec![op(0, OpType::Invoke, 7, "lead", "n3")];
-        assert_eq!(open_holder(&lead).as_deref(), Some("n3"));
+        assert_eq!(open_holder(&lead, "lead").as_deref(), Some("n3"));
+        assert_eq!(
+            open_holder(&lead, "hold"),
+            None,
+            "only the workload's own op counts"
+        );
     }
 
     #[test]
@@ -593,7 +510,7 @@ mod tests {
         );
         let err = sweep_workloads("register").unwrap_err().to_string();
         assert!(
-            err.contains("register.yaml is not a lock workload"),
+            err.ends_with("register.yaml is not a workload of contenders (those are: lock)"),
             "{err}"
         );
     }

@@ -112,7 +112,7 @@ pub fn read_run(dir: &Path, rel: &str) -> Run {
         verdict: read_results(dir).as_ref().map(verdict_of),
         workload: config
             .as_ref()
-            .map_or("?".into(), |c| c.workload.workload.name().to_string()),
+            .map_or("?".into(), |c| c.workload.workload.clone()),
         nemesis: config
             .as_ref()
             .map_or("none".into(), TestConfig::fault_kinds),

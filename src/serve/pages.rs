@@ -450,7 +450,7 @@ fn chart(runs: &[(Run, RunStats)], functions: &[String]) -> String {
 mod recipe_tests {
     use super::*;
     use crate::report::recipes::LoadFigures;
-    use crate::store::figures::ServerFigures;
+    use crate::store::ServerFigures;
 
     #[test]
     fn recipe_runs_show_latency_and_herd_figures() {

@@ -12,8 +12,9 @@ use tokio::sync::watch;
 
 use super::driver::{drive, BarrierRun};
 use super::recipe::{Flaw, Recipe};
-use super::{BarrierConfig, BarrierRunSummary};
-use crate::checker::barrier::{check_barrier, BarrierReport};
+use super::driver::BarrierRunSummary;
+use super::BarrierConfig;
+use super::check::{check_barrier, BarrierReport};
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
 use crate::history::{Meta, OpType, Process, Recorder, ABANDONED};
@@ -31,10 +32,9 @@ fn barrier_run(name: &str, secs: u64, endpoint: NodeEndpoint) -> BarrierRun {
             work: ms(40),
             spread: ms(60),
             wait_timeout: ms(2000),
-            op_timeout: ms(1000),
-            session_timeout: ms(2000),
             ..BarrierConfig::default()
         },
+        options: crate::workload::session::test_options(1000, 2000),
         slots: PROCESSES,
         time_limit: Duration::from_secs(secs),
         run_id: name.to_string(),

@@ -24,9 +24,9 @@ use super::office::Office;
 use super::recipe::Recipe;
 use super::ElectionConfig;
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, OpError, ProcessIds, Session};
-use crate::generator::{self, ended, DriverRun, HealReport, Next, Slot, Target};
+use crate::generator::{ended, DriverRun, HealReport, Next, Slot};
 use crate::history::Recorder;
-use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
+use crate::workload::{HerdMeter, HerdStats, Requests};
 
 /// What a election run does: its settings, slots, time and servers.
 pub type CandidateRun = DriverRun<ElectionConfig>;
@@ -86,7 +86,7 @@ struct Shared {
 /// (or until `stop` turns true), recording into `recorder`. Fails if the setup session cannot
 /// be opened or the history cannot be written.
 pub async fn run_candidates(
-    run: &CandidateRun,
+    run: CandidateRun,
     recorder: Arc<Recorder>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<ElectionRunSummary> {
@@ -94,7 +94,7 @@ pub async fn run_candidates(
     anyhow::ensure!(run.slots > 0, "an election needs at least 1 candidate");
     anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
     let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
-    let options = run.cfg.client_options();
+    let options = run.options;
     setup(&recipe, &run.endpoints, &options).await?;
 
     let shared = Arc::new(Shared {
@@ -134,17 +134,7 @@ pub async fn run_candidates(
     })
 }
 
-/// `stampede test` for an election workload: the candidates of `file.election`, run by
-/// [`run_candidates`] under [`generator::drive`] (the nemesis schedule, the heal, the healed tail).
-pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<ElectionRunSummary> {
-    generator::drive(
-        &file.generator,
-        &file.election,
-        target,
-        |run, recorder, stop| async move { run_candidates(&run, recorder, stop).await },
-    )
-    .await
-}
+
 
 impl HealReport for ElectionRunSummary {
     fn set_heal_failures(&mut self, failures: Vec<String>) {

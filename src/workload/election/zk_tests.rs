@@ -8,15 +8,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::driver::{run_candidates, CandidateRun};
-use super::{ElectionConfig, ElectionRecipe, ElectionRunSummary};
+use super::driver::ElectionRunSummary;
+use super::{ElectionConfig, ElectionRecipe};
 use crate::checker::election::check_election;
 use crate::client::test_server::{KillServer, ZkServer};
 use crate::client::NodeEndpoint;
 use crate::generator::GeneratorConfig;
 use crate::history::{Op, OpType, Recorder};
 use crate::nemesis::Nemesis;
-use crate::workload::file::WorkloadKind;
-use crate::workload::WorkloadFile;
+use crate::workload::session::test_options;
 
 fn ms(n: u64) -> crate::config::Duration {
     crate::config::Duration(Duration::from_millis(n))
@@ -36,15 +36,15 @@ async fn run(
             recipe,
             tenure: ms(60),
             pause: ms(30),
-            session_timeout: ms(4000),
             ..ElectionConfig::default()
         },
+        options: test_options(5000, 4000),
         slots: candidates,
         time_limit: Duration::from_secs(secs),
         run_id: format!("safe-{}", recipe.workload_name()),
         endpoints: vec![endpoint],
     };
-    let summary = run_candidates(&run, recorder.clone(), stop).await.unwrap();
+    let summary = run_candidates(run, recorder.clone(), stop).await.unwrap();
     (summary, recorder.ops())
 }
 
@@ -104,33 +104,26 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
 async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
     let server = Arc::new(std::sync::Mutex::new(ZkServer::start()));
     let endpoint = server.lock().unwrap().endpoint();
-    let file = WorkloadFile {
-        workload: WorkloadKind::Election,
-        register: Default::default(),
-        barrier: Default::default(),
-        lock: Default::default(),
-        election: ElectionConfig {
-            recipe: ElectionRecipe::Fair,
-            tenure: ms(300),
-            pause: ms(30),
-            op_timeout: ms(1000),
-            session_timeout: ms(3000),
-            ..ElectionConfig::default()
-        },
-        queue: Default::default(),
-        generator: GeneratorConfig {
-            concurrency: 4,
-            time_limit: ms(12000),
-            nemesis_interval: ms(2000),
-            nemesis_duration: ms(2000),
-            ..GeneratorConfig::default()
-        },
+    let cfg = ElectionConfig {
+        recipe: ElectionRecipe::Fair,
+        tenure: ms(300),
+        pause: ms(30),
+        ..ElectionConfig::default()
+    };
+    let generator = GeneratorConfig {
+        concurrency: 4,
+        time_limit: ms(12000),
+        nemesis_interval: ms(2000),
+        nemesis_duration: ms(2000),
+        ..GeneratorConfig::default()
     };
     let recorder = Arc::new(Recorder::in_memory());
     let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
     let (_keep, cancel) = watch::channel(false);
-    let summary = super::run(
-        &file,
+    let summary = crate::generator::drive(
+        &generator,
+        &cfg,
+        test_options(1000, 3000),
         crate::generator::Target {
             run_id: "kill".to_string(),
             endpoints: vec![endpoint],
@@ -138,6 +131,7 @@ async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
             recorder: recorder.clone(),
             cancel,
         },
+        run_candidates,
     )
     .await
     .unwrap();

@@ -25,9 +25,9 @@ use super::recipe::Recipe;
 use super::resource::Resource;
 use super::{lock_latencies, LockConfig, LockLatencies, RecipeKind, ResourceStats};
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended, DriverRun, HealReport, Next, Slot, Target};
+use crate::generator::{ended, DriverRun, HealReport, Next, Slot};
 use crate::history::{Meta, OpType, Process, Recorder};
-use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
+use crate::workload::{HerdMeter, HerdStats, Requests};
 
 /// What a lock run does: its settings, slots, time and servers.
 pub type ContenderRun = DriverRun<LockConfig>;
@@ -95,7 +95,7 @@ struct Shared {
 /// until `stop` turns true), recording into `recorder`. Fails if the setup session cannot be
 /// opened or the history cannot be written.
 pub async fn run_contenders(
-    run: &ContenderRun,
+    run: ContenderRun,
     recorder: Arc<Recorder>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<LockRunSummary> {
@@ -103,7 +103,7 @@ pub async fn run_contenders(
     anyhow::ensure!(run.slots > 0, "a lock run needs at least 1 contender");
     anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
     let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
-    let options = run.cfg.client_options();
+    let options = run.options;
     setup(&recipe, &run.endpoints, &options).await?;
 
     let shared = Arc::new(Shared {
@@ -150,17 +150,7 @@ pub async fn run_contenders(
     })
 }
 
-/// `stampede test` for a lock workload: the contenders of `file.lock`, run by [`run_contenders`]
-/// under [`generator::drive`] (the nemesis schedule, the heal, the healed tail).
-pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<LockRunSummary> {
-    generator::drive(
-        &file.generator,
-        &file.lock,
-        target,
-        |run, recorder, stop| async move { run_contenders(&run, recorder, stop).await },
-    )
-    .await
-}
+
 
 impl HealReport for LockRunSummary {
     fn set_heal_failures(&mut self, failures: Vec<String>) {

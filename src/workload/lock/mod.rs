@@ -1,7 +1,7 @@
 //! Lock recipes as ZooKeeper users really write them, run by contenders that take the lock,
 //! work on a protected resource while they believe they hold it, and give it back.
 //!
-//! [`LockConfig`] is the `lock` section of a workload file; [`run`] (with the nemesis
+//! [`LockConfig`] is the `lock` section of a workload file; [`ENTRY`] (with the nemesis
 //! schedule) and [`driver::run_contenders`] run one contender per process slot against real
 //! ZooKeeper, recording `acquire`, `hold` and `release` operations; the protected resource
 //! (`resource`) is kept by the controller, and the herd meter (`herd`) counts the watch
@@ -17,16 +17,16 @@ mod recipe;
 mod resource;
 mod sequential;
 mod single_node;
+mod workload;
 #[cfg(test)]
 mod zk_tests;
 
 use serde::{Deserialize, Serialize};
 use zookeeper_client::{SessionState, StateWatcher};
 
-use crate::client::{ClientOptions, Connect};
 use crate::config::Duration;
 
-pub use driver::{run, LockRunSummary};
+pub use workload::ENTRY;
 pub use latency::{lock_latencies, LockLatencies};
 pub use resource::ResourceStats;
 
@@ -49,6 +49,7 @@ pub enum RecipeKind {
 
 impl RecipeKind {
     /// Every lock recipe.
+    #[cfg(test)]
     pub const ALL: [RecipeKind; 5] = [
         RecipeKind::SingleNode,
         RecipeKind::Sequential,
@@ -122,12 +123,6 @@ pub struct LockConfig {
     pub pause: Duration,
     /// Whether the resource rejects steps with a token lower than the highest it has seen.
     pub fencing: bool,
-    /// Node-bound sessions (`node`) or ensemble-wide ones (`ensemble`).
-    pub connect: Connect,
-    /// Client-side deadline of one request (and of opening a session).
-    pub op_timeout: Duration,
-    /// The ZooKeeper session timeout asked for.
-    pub session_timeout: Duration,
 }
 
 impl Default for LockConfig {
@@ -141,9 +136,6 @@ impl Default for LockConfig {
             steps: 4,
             pause: ms(50),
             fencing: true,
-            connect: Connect::Node,
-            op_timeout: ms(5000),
-            session_timeout: ms(10000),
         }
     }
 }
@@ -154,16 +146,7 @@ impl LockConfig {
         if self.steps == 0 {
             return Err("lock.steps must be at least 1".into());
         }
-        self.client_options().validate("lock")
-    }
-
-    /// How contenders open their sessions.
-    pub fn client_options(&self) -> ClientOptions {
-        ClientOptions {
-            connect: self.connect,
-            op_timeout: self.op_timeout.0,
-            session_timeout: self.session_timeout.0,
-        }
+        Ok(())
     }
 }
 
@@ -212,13 +195,14 @@ mod tests {
         for recipe in RecipeKind::ALL {
             let path = dir.join(format!("{}.yaml", recipe.workload_name()));
             let file: crate::workload::WorkloadFile = crate::config::load(&path).unwrap();
-            assert_eq!(file.workload, crate::workload::file::WorkloadKind::Lock);
+            assert_eq!(file.workload, "lock");
             let expected = LockConfig {
                 recipe,
                 ..LockConfig::default()
             };
-            assert_eq!(file.lock, expected, "{}", path.display());
-            file.validate().unwrap();
+            assert_eq!(file.section::<LockConfig>(), Ok(expected), "{}", path.display());
+            assert_eq!(file.session, crate::workload::SessionConfig::default());
+            assert!(crate::workload::build(&file).is_ok());
         }
     }
 

@@ -10,7 +10,8 @@ use tokio::sync::watch;
 
 use super::cut_proxy::CutProxy;
 use super::driver::{run_contenders, ContenderRun};
-use super::{LockConfig, LockRunSummary, OnDisconnect, RecipeKind};
+use super::driver::LockRunSummary;
+use super::{LockConfig, OnDisconnect, RecipeKind};
 use crate::checker::liveness::{self, LivenessOptions};
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::result::Validity;
@@ -20,14 +21,13 @@ use crate::client::NodeEndpoint;
 use crate::generator::GeneratorConfig;
 use crate::history::{Op, Recorder};
 use crate::nemesis::{BoxFuture, Nemesis};
-use crate::workload::file::WorkloadKind;
-use crate::workload::WorkloadFile;
+use crate::workload::session::test_options;
 
 fn ms(n: u64) -> crate::config::Duration {
     crate::config::Duration(Duration::from_millis(n))
 }
 
-/// Runs `cfg` with `contenders` for `secs` seconds under run id `run_id`.
+/// Runs `cfg` with `contenders` for `secs` seconds under run id `run_id` (sessions of 4 s).
 async fn run(
     cfg: LockConfig,
     contenders: usize,
@@ -39,12 +39,13 @@ async fn run(
     let (_keep, stop) = watch::channel(false);
     let run = ContenderRun {
         cfg,
+        options: test_options(5000, 4000),
         slots: contenders,
         time_limit: Duration::from_secs(secs),
         run_id: run_id.into(),
         endpoints: vec![endpoint],
     };
-    let summary = run_contenders(&run, recorder.clone(), stop).await.unwrap();
+    let summary = run_contenders(run, recorder.clone(), stop).await.unwrap();
     (summary, recorder.ops())
 }
 
@@ -55,7 +56,6 @@ fn quick(recipe: RecipeKind, reentrant: bool) -> LockConfig {
         hold: ms(40),
         steps: 4,
         pause: ms(20),
-        session_timeout: ms(4000),
         ..LockConfig::default()
     }
 }
@@ -263,34 +263,27 @@ async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRun
         recorder: recorder.clone(),
         proxies,
     });
-    let file = WorkloadFile {
-        workload: WorkloadKind::Lock,
-        register: Default::default(),
-        barrier: Default::default(),
-        election: Default::default(),
-        queue: Default::default(),
-        lock: LockConfig {
-            recipe: RecipeKind::Sequential,
-            on_disconnect: policy,
-            hold: ms(5000),
-            steps: 10,
-            pause: ms(100),
-            op_timeout: ms(1000),
-            session_timeout: ms(2000),
-            ..LockConfig::default()
-        },
-        generator: GeneratorConfig {
-            concurrency: 2,
-            time_limit: ms(9000),
-            nemesis_interval: ms(1000),
-            nemesis_duration: ms(4000),
-            ..GeneratorConfig::default()
-        },
+    let cfg = LockConfig {
+        recipe: RecipeKind::Sequential,
+        on_disconnect: policy,
+        hold: ms(5000),
+        steps: 10,
+        pause: ms(100),
+        ..LockConfig::default()
+    };
+    let generator = GeneratorConfig {
+        concurrency: 2,
+        time_limit: ms(9000),
+        nemesis_interval: ms(1000),
+        nemesis_duration: ms(4000),
+        ..GeneratorConfig::default()
     };
     let run_id = format!("isolate-{policy:?}");
     let (_keep, cancel) = watch::channel(false);
-    let summary = super::run(
-        &file,
+    let summary = crate::generator::drive(
+        &generator,
+        &cfg,
+        test_options(1000, 2000),
         crate::generator::Target {
             run_id: run_id.to_string(),
             endpoints,
@@ -298,6 +291,7 @@ async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRun
             recorder: recorder.clone(),
             cancel,
         },
+        run_contenders,
     )
     .await
     .unwrap();
@@ -340,30 +334,21 @@ async fn a_holder_that_keeps_the_lock_while_isolated_overlaps_and_is_caught() {
 async fn through_kills(recipe: RecipeKind) {
     let server = Arc::new(std::sync::Mutex::new(ZkServer::start()));
     let endpoint = server.lock().unwrap().endpoint();
-    let file = WorkloadFile {
-        workload: WorkloadKind::Lock,
-        register: Default::default(),
-        barrier: Default::default(),
-        election: Default::default(),
-        queue: Default::default(),
-        lock: LockConfig {
-            op_timeout: ms(1000),
-            session_timeout: ms(3000),
-            ..quick(recipe, false)
-        },
-        generator: GeneratorConfig {
-            concurrency: 4,
-            time_limit: ms(12000),
-            nemesis_interval: ms(2000),
-            nemesis_duration: ms(2000),
-            ..GeneratorConfig::default()
-        },
+    let cfg = quick(recipe, false);
+    let generator = GeneratorConfig {
+        concurrency: 4,
+        time_limit: ms(12000),
+        nemesis_interval: ms(2000),
+        nemesis_duration: ms(2000),
+        ..GeneratorConfig::default()
     };
     let recorder = Arc::new(Recorder::in_memory());
     let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
     let (_keep, cancel) = watch::channel(false);
-    let summary = super::run(
-        &file,
+    let summary = crate::generator::drive(
+        &generator,
+        &cfg,
+        test_options(1000, 3000),
         crate::generator::Target {
             run_id: "kill".to_string(),
             endpoints: vec![endpoint],
@@ -371,6 +356,7 @@ async fn through_kills(recipe: RecipeKind) {
             recorder: recorder.clone(),
             cancel,
         },
+        run_contenders,
     )
     .await
     .unwrap();
