@@ -52,6 +52,7 @@ registry! {
     election,
     barrier,
     queue,
+    counter,
 }
 
 /// The workload `stampede test` runs when none is named, and a run folder without
