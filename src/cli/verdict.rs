@@ -1,5 +1,6 @@
-//! The verdict on a test run: every checker the run's workload calls for, `results.json`,
-//! `timeline.html`, and the one-line verdict. `stampede test` and `stampede check` on a
+//! The verdict on a test run: the run's workload judges its history, and what every run is
+//! judged on is added (lost state, exposure to faults, how operations ended); then
+//! `results.json`, `timeline.html`, and the one-line verdict. `stampede test` and `stampede check` on a
 //! results folder both come here, so they always agree: everything the line says (the
 //! exposure to faults included) is read from the stored history and `test.yaml`.
 

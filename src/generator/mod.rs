@@ -1,9 +1,10 @@
-//! The generator: runs a workload's processes at a rate for a time limit while a nemesis
-//! schedule injects faults, then heals everything, waits a quiet period, and lets every
-//! process read back what it touched.
-//!
-//! [`run`] is the entry point of `stampede test`. Whatever happens (time limit, Ctrl-C, an
-//! error, the future being dropped) no fault is left active.
+//! The generator: runs a workload's processes while a nemesis schedule injects faults, then
+//! heals everything. [`run`] paces the [`Operations`] of a workload whose processes issue one
+//! operation at a time (the register, the counter) at a rate for a time limit, waits a quiet
+//! period after the heal, and lets every process read back what it touched; [`drive`] runs a
+//! recipe's own driver (locks, elections, barrier) under the same schedule, and
+//! [`with_faults`] any other work (the queue). Whatever happens (time limit, Ctrl-C, an error,
+//! the future being dropped) no fault is left active.
 
 mod driver;
 mod faults;
