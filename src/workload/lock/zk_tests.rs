@@ -20,7 +20,7 @@ use crate::client::test_server::{KillServer, ZkServer};
 use crate::client::NodeEndpoint;
 use crate::generator::GeneratorConfig;
 use crate::history::{Op, Recorder};
-use crate::nemesis::{BoxFuture, Nemesis};
+use crate::nemesis::Nemesis;
 use crate::workload::session::test_options;
 
 fn ms(n: u64) -> crate::config::Duration {
@@ -215,28 +215,25 @@ impl IsolateHolder {
     }
 }
 
+#[async_trait::async_trait]
 impl Nemesis for IsolateHolder {
     fn kind(&self) -> &str {
         "partition"
     }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            for _ in 0..100 {
-                if let Some(node) = self.holder_node() {
-                    let (_, proxy) = self.proxies.iter().find(|(n, _)| *n == node).unwrap();
-                    proxy.set_cut(true);
-                    return Ok(serde_json::json!({ "isolated": node }));
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        for _ in 0..100 {
+            if let Some(node) = self.holder_node() {
+                let (_, proxy) = self.proxies.iter().find(|(n, _)| *n == node).unwrap();
+                proxy.set_cut(true);
+                return Ok(serde_json::json!({ "isolated": node }));
             }
-            anyhow::bail!("nobody held the lock")
-        })
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        anyhow::bail!("nobody held the lock")
     }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            self.proxies.iter().for_each(|(_, p)| p.set_cut(false));
-            Ok(serde_json::json!("healed"))
-        })
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        self.proxies.iter().for_each(|(_, p)| p.set_cut(false));
+        Ok(serde_json::json!("healed"))
     }
 }
 

@@ -15,7 +15,7 @@ use crate::client::{ClientOptions, Connect, NodeEndpoint, OpError};
 use crate::config::Duration;
 use crate::generator::{run, Completion, GeneratorConfig, OpSpec, Operations, RunSummary, Target};
 use crate::history::{Op, OpType, Process, Recorder};
-use crate::nemesis::{BoxFuture, Nemesis};
+use crate::nemesis::Nemesis;
 
 fn ms(n: u64) -> Duration {
     Duration(std::time::Duration::from_millis(n))
@@ -29,23 +29,20 @@ struct RecordingNemesis {
     active: AtomicBool,
 }
 
+#[async_trait::async_trait]
 impl Nemesis for RecordingNemesis {
     fn kind(&self) -> &str {
         "partition"
     }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let n = self.starts.fetch_add(1, Ordering::SeqCst) + 1;
-            self.active.store(true, Ordering::SeqCst);
-            Ok(json!({ "start": n }))
-        })
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        let n = self.starts.fetch_add(1, Ordering::SeqCst) + 1;
+        self.active.store(true, Ordering::SeqCst);
+        Ok(json!({ "start": n }))
     }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            self.stops.fetch_add(1, Ordering::SeqCst);
-            self.active.store(false, Ordering::SeqCst);
-            Ok(json!("healed"))
-        })
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        self.stops.fetch_add(1, Ordering::SeqCst);
+        self.active.store(false, Ordering::SeqCst);
+        Ok(json!("healed"))
     }
 }
 
