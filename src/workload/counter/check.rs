@@ -271,6 +271,19 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_read_that_is_not_final_is_no_lost_increment() {
+        // Unsynced reads may be served by a follower behind: only final reads are held to
+        // the acknowledged adds, and a process's reads only to what it saw itself.
+        let mut lines: Vec<Line> = Vec::new();
+        lines.extend(add(1, "1"));
+        lines.extend(add(1, "2"));
+        lines.extend(read(2, "0"));
+        lines.extend(final_read(2, "2"));
+        let report = check_counter(&history(&lines));
+        assert!(report.valid, "{report:?}");
+    }
+
+    #[test]
     fn no_node_on_the_counter_and_no_final_read_are_reported() {
         let lines = [
             Line::invoke(1, "read", "null"),
