@@ -8,6 +8,7 @@
 
 pub mod barrier;
 pub mod election;
+mod ephemeral;
 mod file;
 mod herd;
 mod keys;

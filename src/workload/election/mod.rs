@@ -8,10 +8,8 @@
 //! its session (`info`), which `checker::election` judges.
 
 pub mod driver;
-mod fair;
 mod office;
 mod recipe;
-mod unfair;
 #[cfg(test)]
 mod zk_tests;
 

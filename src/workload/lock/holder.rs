@@ -4,10 +4,11 @@
 use std::io;
 use std::time::Duration;
 
-use super::recipe::{Held, Recipe};
+use super::recipe::Recipe;
 use super::resource::Resource;
 use super::LockConfig;
 use crate::client::{OpError, Session};
+use crate::workload::ephemeral::Owned;
 use crate::workload::{HerdMeter, Requests};
 
 /// What a holder needs to work under the lock.
@@ -40,7 +41,7 @@ impl Holder<'_> {
     pub async fn hold(
         &self,
         session: &Session,
-        held: &Held,
+        held: &Owned,
         identity: &str,
     ) -> io::Result<HoldEnd> {
         let process = session.process;

@@ -15,7 +15,6 @@ mod holder;
 mod latency;
 mod recipe;
 mod resource;
-mod sequential;
 mod single_node;
 #[cfg(test)]
 mod zk_tests;
