@@ -13,9 +13,11 @@ mod file;
 mod herd;
 mod keys;
 pub mod lock;
+mod on_disconnect;
 pub mod queue;
 mod register;
 mod requests;
+mod rounds;
 
 use std::collections::BTreeSet;
 use std::future::Future;

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ClientOptions, Connect};
 use crate::config::Duration;
-use crate::workload::lock::OnDisconnect;
+use crate::workload::on_disconnect::OnDisconnect;
 
 pub use driver::{run, ElectionRunSummary};
 
