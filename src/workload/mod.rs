@@ -18,6 +18,8 @@ pub mod queue;
 mod register;
 mod requests;
 mod rounds;
+#[cfg(test)]
+mod test_runs;
 
 use std::collections::BTreeSet;
 use std::future::Future;

@@ -17,12 +17,9 @@ use crate::checker::barrier::{check_barrier, BarrierReport};
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
 use crate::history::{Meta, OpType, Process, Recorder, ABANDONED};
+use crate::workload::test_runs::ms;
 
 const PROCESSES: usize = 4;
-
-fn ms(n: u64) -> crate::config::Duration {
-    crate::config::Duration(Duration::from_millis(n))
-}
 
 /// A run of 4 processes through the barrier of 4 for `secs` seconds, with short waits.
 fn barrier_run(name: &str, secs: u64, endpoint: NodeEndpoint) -> BarrierRun {

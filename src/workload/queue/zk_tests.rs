@@ -2,24 +2,18 @@
 //! every acknowledged value comes out exactly once and in order, and with the server killed
 //! and restarted mid-run the history still checks, the uncertain outcomes classified.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
 use super::{QueueConfig, QueueRunSummary};
 use crate::checker::queue::{check_queue, QueueReport};
-use crate::client::test_server::{KillServer, ZkServer};
+use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
-use crate::generator::GeneratorConfig;
 use crate::history::{Op, OpType, Recorder};
 use crate::nemesis::Nemesis;
-use crate::workload::file::WorkloadKind;
-use crate::workload::WorkloadFile;
-
-fn ms(n: u64) -> crate::config::Duration {
-    crate::config::Duration(Duration::from_millis(n))
-}
+use crate::workload::test_runs::{faulted, killable_server, ms, workload_file};
+use crate::workload::WorkloadKind;
 
 /// Runs 2 producers and 3 consumers for `secs` seconds against `endpoint` under `nemeses`,
 /// then checks the history.
@@ -30,21 +24,8 @@ async fn run(
     endpoint: NodeEndpoint,
     nemeses: Vec<Arc<dyn Nemesis>>,
 ) -> (QueueRunSummary, QueueReport, Vec<Op>) {
-    let file = WorkloadFile {
-        workload: WorkloadKind::Queue,
-        register: Default::default(),
-        lock: Default::default(),
-        election: Default::default(),
-        barrier: Default::default(),
-        queue,
-        generator: GeneratorConfig {
-            concurrency: 5,
-            time_limit: ms(secs * 1000),
-            nemesis_interval: ms(1500),
-            nemesis_duration: ms(2000),
-            ..GeneratorConfig::default()
-        },
-    };
+    let mut file = workload_file(WorkloadKind::Queue, faulted(5, secs * 1000, 1500, 2000));
+    file.queue = queue;
     let recorder = Arc::new(Recorder::in_memory());
     let (_keep, cancel) = watch::channel(false);
     let summary = super::run(
@@ -114,9 +95,7 @@ async fn every_value_comes_out_once_and_in_order_without_faults() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_loses_no_acknowledged_value() {
-    let server = Arc::new(Mutex::new(ZkServer::start()));
-    let endpoint = server.lock().unwrap().endpoint();
-    let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
+    let (_server, endpoint, kill) = killable_server();
     let cfg = QueueConfig {
         pause: ms(5),
         op_timeout: ms(1000),
