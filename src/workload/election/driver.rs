@@ -151,18 +151,12 @@ impl HealReport for ElectionRunSummary {
 
 /// One campaign → tenure → resignation round of `session`'s process.
 async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
-    let Turn {
-        processes,
-        session,
-        deadline,
-        stop,
-        tally,
-    } = turn;
+    let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
     let identity = session.process.to_string();
-    let mut req = processes.requests();
+    let mut req = turn.processes.requests();
     let campaign = tokio::select! {
         biased;
-        _ = ended(stop, deadline) => return Ok(Next::End),
+        _ = ended(stop, turn.deadline) => return Ok(Next::End),
         c = shared.recipe.campaign(&session.client, &identity, &mut req) => c,
     };
     let won = match campaign {
@@ -187,13 +181,13 @@ async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
     let tenure = async {
         tokio::select! {
             _ = tokio::time::sleep(shared.cfg.tenure.0) => {}
-            _ = ended(stop, deadline) => {}
+            _ = ended(stop, turn.deadline) => {}
         }
     };
     let lost = policy.unless_lost(&mut states, tenure).await.err();
     // Leave office before giving up the nodes, so the term never outlasts the leadership.
     office.leave(session.process, lost.clone())?;
-    processes.meter.released();
+    turn.processes.meter.released();
     if lost.is_some() {
         tally.lost_in_office += 1;
         return Ok(Next::Retire);

@@ -167,13 +167,7 @@ impl HealReport for LockRunSummary {
 
 /// One acquire → hold → release round of `session`'s process.
 async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
-    let Turn {
-        processes,
-        session,
-        deadline,
-        stop,
-        tally,
-    } = turn;
+    let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
     let process = Process::Client(session.process);
     let meta = Meta {
         node: session.node.clone(),
@@ -184,10 +178,10 @@ async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
     };
     let identity = session.process.to_string();
     record(OpType::Invoke, "acquire", Value::Null, meta.clone())?;
-    let mut req = processes.requests();
+    let mut req = turn.processes.requests();
     let acquired = tokio::select! {
         biased;
-        _ = ended(stop, deadline) => None,
+        _ = ended(stop, turn.deadline) => None,
         r = shared.recipe.acquire(&session.client, &identity, &mut req) => Some(r),
     };
     let held = match acquired {
@@ -220,7 +214,7 @@ async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
         cfg: &shared.cfg,
         recipe: &shared.recipe,
         resource: &shared.resource,
-        processes,
+        processes: turn.processes,
     };
     let end = holder.hold(session, &held, &identity).await?;
     tally.reentries += u64::from(end.reentered);
@@ -233,8 +227,8 @@ async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
         record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
         return Ok(Next::Retire);
     }
-    processes.meter.released();
-    let mut req = processes.requests();
+    turn.processes.meter.released();
+    let mut req = turn.processes.requests();
     match shared
         .recipe
         .release(&session.client, &held, &mut req)
