@@ -10,13 +10,18 @@
 //! Adding a workload: a folder `src/workload/<name>/` whose `mod.rs` has an [`Entry`] named
 //! `ENTRY`, a file `workloads/<name>.yaml`, one line in the registry, and the README.
 
+mod ephemeral;
 mod figures;
 mod file;
 mod herd;
 mod keys;
+mod on_disconnect;
 mod requests;
+mod rounds;
 mod session;
 mod settings;
+#[cfg(test)]
+mod test_runs;
 
 use std::path::{Path, PathBuf};
 

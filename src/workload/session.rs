@@ -54,16 +54,6 @@ impl SessionConfig {
     }
 }
 
-/// Node-bound sessions of `session_ms` whose requests time out after `op_ms`, for tests.
-#[cfg(test)]
-pub fn test_options(op_ms: u64, session_ms: u64) -> ClientOptions {
-    ClientOptions {
-        connect: Connect::Node,
-        op_timeout: std::time::Duration::from_millis(op_ms),
-        session_timeout: std::time::Duration::from_millis(session_ms),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

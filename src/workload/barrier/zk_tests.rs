@@ -18,12 +18,9 @@ use super::check::{check_barrier, BarrierReport};
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
 use crate::history::{Meta, OpType, Process, Recorder, ABANDONED};
+use crate::workload::test_runs::ms;
 
 const PROCESSES: usize = 4;
-
-fn ms(n: u64) -> crate::config::Duration {
-    crate::config::Duration(Duration::from_millis(n))
-}
 
 /// A run of 4 processes through the barrier of 4 for `secs` seconds, with short waits.
 fn barrier_run(name: &str, secs: u64, endpoint: NodeEndpoint) -> BarrierRun {
@@ -34,7 +31,7 @@ fn barrier_run(name: &str, secs: u64, endpoint: NodeEndpoint) -> BarrierRun {
             wait_timeout: ms(2000),
             ..BarrierConfig::default()
         },
-        options: crate::workload::session::test_options(1000, 2000),
+        options: crate::workload::test_runs::options(1000, 2000),
         slots: PROCESSES,
         time_limit: Duration::from_secs(secs),
         run_id: name.to_string(),

@@ -12,7 +12,7 @@ use super::{CounterConfig, Mix};
 use crate::client::test_server::ZkServer;
 use crate::generator::{run, GeneratorConfig, Target};
 use crate::history::{Op, Recorder};
-use crate::workload::session::test_options;
+use crate::workload::test_runs::options;
 
 /// Runs 5 processes adding (and reading, 1 in 4) for 3 s, then checks the history.
 async fn counted(run_id: &str, versioned: bool, server: &ZkServer) -> (CounterReport, Vec<Op>) {
@@ -38,7 +38,7 @@ async fn counted(run_id: &str, versioned: bool, server: &ZkServer) -> (CounterRe
         cancel,
     };
     let ops = Arc::new(Counter::new(cfg, run_id, 7).unwrap());
-    let summary = run(&generator, ops, test_options(2000, 4000), target)
+    let summary = run(&generator, ops, options(2000, 4000), target)
         .await
         .unwrap();
     assert!(summary.ok > 100, "{summary:?}");

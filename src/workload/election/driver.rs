@@ -14,19 +14,19 @@
 use std::io;
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde::Serialize;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
+use zookeeper_client::Client;
+use futures::future::BoxFuture;
 
 use super::office::Office;
 use super::recipe::Recipe;
 use super::ElectionConfig;
-use crate::client::{setup_session, ClientOptions, NodeEndpoint, OpError, ProcessIds, Session};
-use crate::generator::{ended, DriverRun, HealReport, Next, Slot};
+use crate::client::OpError;
+use crate::generator::{ended, DriverRun, HealReport, Next};
 use crate::history::Recorder;
-use crate::workload::{HerdMeter, HerdStats, Requests};
+use crate::workload::rounds::{run_slots, Processes, Rounds, Turn};
+use crate::workload::{HerdMeter, HerdStats};
 
 /// What a election run does: its settings, slots, time and servers.
 pub type CandidateRun = DriverRun<ElectionConfig>;
@@ -75,11 +75,16 @@ struct Tally {
 struct Shared {
     recipe: Recipe,
     cfg: ElectionConfig,
-    options: ClientOptions,
-    endpoints: Vec<NodeEndpoint>,
     office: Office,
-    meter: HerdMeter,
-    ids: ProcessIds,
+}
+
+impl Rounds for Shared {
+    type Tally = Tally;
+    const NAMES: (&'static str, &'static str) = ("a candidate", "recording a term in office");
+
+    fn round<'a>(&'a self, turn: Turn<'a, Tally>) -> BoxFuture<'a, io::Result<Next>> {
+        Box::pin(round(self, turn))
+    }
 }
 
 /// Creates the election's znodes, then runs `run.slots` candidates for `run.time_limit`
@@ -92,48 +97,40 @@ pub async fn run_candidates(
 ) -> anyhow::Result<ElectionRunSummary> {
     run.cfg.validate().map_err(anyhow::Error::msg)?;
     anyhow::ensure!(run.slots > 0, "an election needs at least 1 candidate");
-    anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
-    let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
     let options = run.options;
-    setup(&recipe, &run.endpoints, &options).await?;
+    let processes = Arc::new(Processes::new(
+        options,
+        run.endpoints.clone(),
+        HerdMeter::default(),
+    )?);
+    let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
+    let creating = &recipe;
+    let create = |client: Client| async move { creating.setup(&client).await };
+    processes.setup(recipe.dir(), create).await?;
 
     let shared = Arc::new(Shared {
         recipe,
         cfg: run.cfg.clone(),
-        options,
-        endpoints: run.endpoints.clone(),
         office: Office::new(recorder),
-        meter: HerdMeter::default(),
-        ids: ProcessIds::default(),
     });
-    let deadline = Instant::now() + run.time_limit;
-    let mut tasks = JoinSet::new();
-    for slot in 0..run.slots {
-        let (shared, stop) = (shared.clone(), stop.clone());
-        tasks.spawn(async move { (slot, candidate(&shared, slot, deadline, stop).await) });
-    }
-    let mut per_slot = vec![Tally::default(); run.slots];
-    while let Some(joined) = tasks.join_next().await {
-        let (slot, tally) = joined.context("a candidate panicked")?;
-        per_slot[slot] = tally.context("recording a term in office")?;
-    }
+    let pause = run.cfg.pause.0;
+    let per_slot = run_slots(&shared, &processes, run.slots, run.time_limit, pause, &stop).await?;
     let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
     Ok(ElectionRunSummary {
         recipe: run.cfg.recipe.workload_name(),
-        processes: shared.ids.count(),
+        processes: processes.ids.count(),
         terms: sum(|t| t.terms),
         resigned: sum(|t| t.resigned),
         lost_in_office: sum(|t| t.lost_in_office),
         campaign_failed: sum(|t| t.campaign_failed),
         resign_failed: sum(|t| t.resign_failed),
         terms_per_candidate: per_slot.iter().map(|t| t.terms).collect(),
-        herd: shared.meter.stats(),
+        herd: processes.meter.stats(),
         max_in_office: shared.office.max_in_office(),
         cancelled: *stop.borrow(),
         heal_failures: Vec::new(),
     })
 }
-
 
 
 impl HealReport for ElectionRunSummary {
@@ -142,57 +139,14 @@ impl HealReport for ElectionRunSummary {
     }
 }
 
-/// Creates the election's parent znodes through a session to the whole ensemble.
-async fn setup(
-    recipe: &Recipe,
-    endpoints: &[NodeEndpoint],
-    options: &ClientOptions,
-) -> anyhow::Result<()> {
-    let client = setup_session(endpoints, options.session_timeout).await?;
-    recipe
-        .setup(&client)
-        .await
-        .with_context(|| format!("creating {}", recipe.dir()))
-}
-
-/// One candidate slot's loop; fails only if the history cannot be written.
-async fn candidate(
-    shared: &Shared,
-    slot: usize,
-    deadline: Instant,
-    stop: watch::Receiver<bool>,
-) -> io::Result<Tally> {
-    let slot = Slot {
-        ids: &shared.ids,
-        endpoints: &shared.endpoints,
-        options: &shared.options,
-        slot,
-        pause: shared.cfg.pause.0,
-    };
-    let mut tally = Tally::default();
-    slot.run(
-        deadline,
-        stop,
-        &mut (shared, &mut tally),
-        |session, stop, (shared, tally)| Box::pin(round(shared, session, deadline, stop, tally)),
-    )
-    .await?;
-    Ok(tally)
-}
-
 /// One campaign → tenure → resignation round of `session`'s process.
-async fn round(
-    shared: &Shared,
-    session: &Session,
-    deadline: Instant,
-    stop: &mut watch::Receiver<bool>,
-    tally: &mut Tally,
-) -> io::Result<Next> {
+async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
+    let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
     let identity = session.process.to_string();
-    let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
+    let mut req = turn.processes.requests();
     let campaign = tokio::select! {
         biased;
-        _ = ended(stop, deadline) => return Ok(Next::End),
+        _ = ended(stop, turn.deadline) => return Ok(Next::End),
         c = shared.recipe.campaign(&session.client, &identity, &mut req) => c,
     };
     let won = match campaign {
@@ -214,17 +168,16 @@ async fn round(
     tally.terms += 1;
     let mut states = session.client.state_watcher();
     let policy = shared.cfg.on_disconnect;
-    let lost = match policy.lost(states.peek_state()) {
-        Some(reason) => Some(reason),
-        None => tokio::select! {
-            reason = policy.session_lost(&mut states) => Some(reason),
-            _ = tokio::time::sleep(shared.cfg.tenure.0) => None,
-            _ = ended(stop, deadline) => None,
-        },
+    let tenure = async {
+        tokio::select! {
+            _ = tokio::time::sleep(shared.cfg.tenure.0) => {}
+            _ = ended(stop, turn.deadline) => {}
+        }
     };
+    let lost = policy.unless_lost(&mut states, tenure).await.err();
     // Leave office before giving up the nodes, so the term never outlasts the leadership.
     office.leave(session.process, lost.clone())?;
-    shared.meter.released();
+    turn.processes.meter.released();
     if lost.is_some() {
         tally.lost_in_office += 1;
         return Ok(Next::Retire);

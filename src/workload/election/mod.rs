@@ -8,18 +8,16 @@
 //! its session (`info`), which `checker::election` judges.
 
 pub mod driver;
-mod fair;
 mod office;
 mod recipe;
 mod workload;
-mod unfair;
 #[cfg(test)]
 mod zk_tests;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::Duration;
-use crate::workload::lock::OnDisconnect;
+use crate::workload::on_disconnect::OnDisconnect;
 
 pub use workload::ENTRY;
 

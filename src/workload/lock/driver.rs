@@ -13,21 +13,21 @@
 use std::io;
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
+use zookeeper_client::Client;
+use futures::future::BoxFuture;
 
 use super::holder::Holder;
 use super::recipe::Recipe;
 use super::resource::Resource;
 use super::{lock_latencies, LockConfig, LockLatencies, RecipeKind, ResourceStats};
-use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{ended, DriverRun, HealReport, Next, Slot};
+use crate::client::classify;
+use crate::generator::{ended, DriverRun, HealReport, Next};
 use crate::history::{Meta, OpType, Process, Recorder};
-use crate::workload::{HerdMeter, HerdStats, Requests};
+use crate::workload::rounds::{run_slots, Processes, Rounds, Turn};
+use crate::workload::{HerdMeter, HerdStats};
 
 /// What a lock run does: its settings, slots, time and servers.
 pub type ContenderRun = DriverRun<LockConfig>;
@@ -83,12 +83,17 @@ struct Tally {
 struct Shared {
     recipe: Recipe,
     cfg: LockConfig,
-    options: ClientOptions,
-    endpoints: Vec<NodeEndpoint>,
     recorder: Arc<Recorder>,
     resource: Resource,
-    meter: HerdMeter,
-    ids: ProcessIds,
+}
+
+impl Rounds for Shared {
+    type Tally = Tally;
+    const NAMES: (&'static str, &'static str) = ("a contender", "recording a lock operation");
+
+    fn round<'a>(&'a self, turn: Turn<'a, Tally>) -> BoxFuture<'a, io::Result<Next>> {
+        Box::pin(round(self, turn))
+    }
 }
 
 /// Creates the lock's znodes, then runs `run.slots` contenders for `run.time_limit` (or
@@ -101,39 +106,32 @@ pub async fn run_contenders(
 ) -> anyhow::Result<LockRunSummary> {
     run.cfg.validate().map_err(anyhow::Error::msg)?;
     anyhow::ensure!(run.slots > 0, "a lock run needs at least 1 contender");
-    anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
+    let meter = match run.cfg.recipe {
+        RecipeKind::Crate => HerdMeter::uncounted(),
+        _ => HerdMeter::default(),
+    };
+    let processes = Arc::new(Processes::new(
+        run.options,
+        run.endpoints.clone(),
+        meter,
+    )?);
     let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
-    let options = run.options;
-    setup(&recipe, &run.endpoints, &options).await?;
+    let creating = &recipe;
+    let create = |client: Client| async move { creating.setup(&client).await };
+    processes.setup(recipe.dir(), create).await?;
 
     let shared = Arc::new(Shared {
         recipe,
         cfg: run.cfg.clone(),
-        options,
-        endpoints: run.endpoints.clone(),
         resource: Resource::new(recorder.clone(), run.cfg.fencing),
         recorder,
-        meter: match run.cfg.recipe {
-            RecipeKind::Crate => HerdMeter::uncounted(),
-            _ => HerdMeter::default(),
-        },
-        ids: ProcessIds::default(),
     });
-    let deadline = Instant::now() + run.time_limit;
-    let mut tasks = JoinSet::new();
-    for slot in 0..run.slots {
-        let (shared, stop) = (shared.clone(), stop.clone());
-        tasks.spawn(async move { (slot, contend(&shared, slot, deadline, stop).await) });
-    }
-    let mut per_slot = vec![Tally::default(); run.slots];
-    while let Some(joined) = tasks.join_next().await {
-        let (slot, tally) = joined.context("a contender panicked")?;
-        per_slot[slot] = tally.context("recording a lock operation")?;
-    }
+    let pause = run.cfg.pause.0;
+    let per_slot = run_slots(&shared, &processes, run.slots, run.time_limit, pause, &stop).await?;
     let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
     Ok(LockRunSummary {
         recipe: run.cfg.recipe.workload_name(),
-        processes: shared.ids.count(),
+        processes: processes.ids.count(),
         acquired: sum(|t| t.acquired),
         acquire_failed: sum(|t| t.acquire_failed),
         acquire_info: sum(|t| t.acquire_info),
@@ -142,14 +140,13 @@ pub async fn run_contenders(
         lost_while_holding: sum(|t| t.lost_while_holding),
         reentries: sum(|t| t.reentries),
         acquisitions_per_contender: per_slot.iter().map(|t| t.acquired).collect(),
-        herd: shared.meter.stats(),
+        herd: processes.meter.stats(),
         latency: lock_latencies(&shared.recorder.ops()),
         resource: shared.resource.stats(),
-        cancelled: is_raised(&stop),
+        cancelled: *stop.borrow(),
         heal_failures: Vec::new(),
     })
 }
-
 
 
 impl HealReport for LockRunSummary {
@@ -158,57 +155,9 @@ impl HealReport for LockRunSummary {
     }
 }
 
-/// Creates the lock's parent znodes through a session to the whole ensemble.
-async fn setup(
-    recipe: &Recipe,
-    endpoints: &[NodeEndpoint],
-    options: &ClientOptions,
-) -> anyhow::Result<()> {
-    let client = setup_session(endpoints, options.session_timeout).await?;
-    recipe
-        .setup(&client)
-        .await
-        .with_context(|| format!("creating {}", recipe.dir()))
-}
-
-/// Whether `stop` was raised.
-fn is_raised(stop: &watch::Receiver<bool>) -> bool {
-    *stop.borrow()
-}
-
-/// One contender slot's loop; fails only if the history cannot be written.
-async fn contend(
-    shared: &Shared,
-    slot: usize,
-    deadline: Instant,
-    stop: watch::Receiver<bool>,
-) -> io::Result<Tally> {
-    let slot = Slot {
-        ids: &shared.ids,
-        endpoints: &shared.endpoints,
-        options: &shared.options,
-        slot,
-        pause: shared.cfg.pause.0,
-    };
-    let mut tally = Tally::default();
-    slot.run(
-        deadline,
-        stop,
-        &mut (shared, &mut tally),
-        |session, stop, (shared, tally)| Box::pin(round(shared, session, deadline, stop, tally)),
-    )
-    .await?;
-    Ok(tally)
-}
-
 /// One acquire → hold → release round of `session`'s process.
-async fn round(
-    shared: &Shared,
-    session: &Session,
-    deadline: Instant,
-    stop: &mut watch::Receiver<bool>,
-    tally: &mut Tally,
-) -> io::Result<Next> {
+async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
+    let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
     let process = Process::Client(session.process);
     let meta = Meta {
         node: session.node.clone(),
@@ -219,10 +168,10 @@ async fn round(
     };
     let identity = session.process.to_string();
     record(OpType::Invoke, "acquire", Value::Null, meta.clone())?;
-    let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
+    let mut req = turn.processes.requests();
     let acquired = tokio::select! {
         biased;
-        _ = ended(stop, deadline) => None,
+        _ = ended(stop, turn.deadline) => None,
         r = shared.recipe.acquire(&session.client, &identity, &mut req) => Some(r),
     };
     let held = match acquired {
@@ -255,8 +204,7 @@ async fn round(
         cfg: &shared.cfg,
         recipe: &shared.recipe,
         resource: &shared.resource,
-        meter: &shared.meter,
-        op_timeout: shared.options.op_timeout,
+        processes: turn.processes,
     };
     let end = holder.hold(session, &held, &identity).await?;
     tally.reentries += u64::from(end.reentered);
@@ -269,8 +217,8 @@ async fn round(
         record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
         return Ok(Next::Retire);
     }
-    shared.meter.released();
-    let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
+    turn.processes.meter.released();
+    let mut req = turn.processes.requests();
     match shared
         .recipe
         .release(&session.client, &held, &mut req)

@@ -15,16 +15,15 @@ mod holder;
 mod latency;
 mod recipe;
 mod resource;
-mod sequential;
 mod single_node;
 mod workload;
 #[cfg(test)]
 mod zk_tests;
 
 use serde::{Deserialize, Serialize};
-use zookeeper_client::{SessionState, StateWatcher};
 
 use crate::config::Duration;
+use crate::workload::on_disconnect::OnDisconnect;
 
 pub use workload::ENTRY;
 pub use latency::{lock_latencies, LockLatencies};
@@ -66,41 +65,6 @@ impl RecipeKind {
             RecipeKind::SequentialHerd => "lock-sequential-herd",
             RecipeKind::Protected => "lock-protected",
             RecipeKind::Crate => "lock-crate",
-        }
-    }
-}
-
-/// What a holder does when its session is disconnected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OnDisconnect {
-    /// Stop acting as holder as soon as the session is disconnected.
-    #[default]
-    AssumeLost,
-    /// Act as holder until told the session expired (the common mistake).
-    Keep,
-}
-
-impl OnDisconnect {
-    /// Whether a holder (or leader) whose session is in `state` must stop acting as one under
-    /// this policy, and why.
-    pub fn lost(self, state: SessionState) -> Option<String> {
-        match (state, self) {
-            (SessionState::Expired, _) => Some("session-expired".into()),
-            (SessionState::Closed, _) => Some("session-closed".into()),
-            (SessionState::AuthFailed, _) => Some("auth-failed".into()),
-            (SessionState::Disconnected, OnDisconnect::AssumeLost) => Some("disconnected".into()),
-            _ => None,
-        }
-    }
-
-    /// Completes, with the reason, when the session's state makes a holder (or leader) stop
-    /// under this policy.
-    pub async fn session_lost(self, states: &mut StateWatcher) -> String {
-        loop {
-            if let Some(reason) = self.lost(states.changed().await) {
-                return reason;
-            }
         }
     }
 }
@@ -153,21 +117,6 @@ impl LockConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn holders_and_leaders_stop_by_their_policy() {
-        use OnDisconnect::{AssumeLost, Keep};
-        assert_eq!(
-            AssumeLost.lost(SessionState::Disconnected).as_deref(),
-            Some("disconnected")
-        );
-        assert_eq!(Keep.lost(SessionState::Disconnected), None);
-        assert_eq!(
-            Keep.lost(SessionState::Expired).as_deref(),
-            Some("session-expired")
-        );
-        assert_eq!(AssumeLost.lost(SessionState::SyncConnected), None);
-    }
 
     #[test]
     fn recipes_and_policies_parse_by_name() {

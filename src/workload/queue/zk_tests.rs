@@ -2,24 +2,16 @@
 //! every acknowledged value comes out exactly once and in order, and with the server killed
 //! and restarted mid-run the history still checks, the uncertain outcomes classified.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use tokio::sync::watch;
+use std::sync::Arc;
 
 use super::check::{check_queue, QueueReport};
 use super::driver::QueueRunSummary;
 use super::QueueConfig;
-use crate::client::test_server::{KillServer, ZkServer};
+use crate::client::test_server::ZkServer;
 use crate::client::{ClientOptions, NodeEndpoint};
-use crate::generator::GeneratorConfig;
 use crate::history::{Op, OpType, Recorder};
 use crate::nemesis::Nemesis;
-use crate::workload::session::test_options;
-
-fn ms(n: u64) -> crate::config::Duration {
-    crate::config::Duration(Duration::from_millis(n))
-}
+use crate::workload::test_runs::{faulted, killable_server, ms, options, run_faulted};
 
 /// Runs 2 producers and 3 consumers (their sessions opened as `options` says) for `secs`
 /// seconds against `endpoint` under `nemeses`, then checks the history.
@@ -30,25 +22,10 @@ async fn run(
     endpoint: NodeEndpoint,
     nemeses: Vec<Arc<dyn Nemesis>>,
 ) -> (QueueRunSummary, QueueReport, Vec<Op>) {
-    let generator = GeneratorConfig {
-        concurrency: 5,
-        time_limit: ms(secs * 1000),
-        nemesis_interval: ms(1500),
-        nemesis_duration: ms(2000),
-        ..GeneratorConfig::default()
-    };
+    let generator = faulted(5, secs * 1000, 1500, 2000);
     let recorder = Arc::new(Recorder::in_memory());
-    let (_keep, cancel) = watch::channel(false);
-    let target = crate::generator::Target {
-        run_id: run_id.to_string(),
-        endpoints: vec![endpoint],
-        nemeses,
-        recorder: recorder.clone(),
-        cancel,
-    };
-    let summary = super::driver::run(&generator, &queue, options, target)
-        .await
-        .unwrap();
+    let running = |target| super::driver::run(&generator, &queue, options, target);
+    let summary = run_faulted(run_id, vec![endpoint], nemeses, &recorder, running).await;
     let ops = recorder.ops();
     let report = check_queue(&ops).unwrap();
     (summary, report, ops)
@@ -61,7 +38,7 @@ async fn every_value_comes_out_once_and_in_order_without_faults() {
         pause: ms(5),
         ..QueueConfig::default()
     };
-    let cfg = (cfg, test_options(5000, 4000));
+    let cfg = (cfg, options(5000, 4000));
     let (summary, report, ops) = run("calm", 4, cfg, server.endpoint(), Vec::new()).await;
     eprintln!("calm: {summary:?}\n{report:?}");
     assert!(report.valid && report.drained, "{report:?}");
@@ -106,14 +83,12 @@ async fn every_value_comes_out_once_and_in_order_without_faults() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_loses_no_acknowledged_value() {
-    let server = Arc::new(Mutex::new(ZkServer::start()));
-    let endpoint = server.lock().unwrap().endpoint();
-    let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
+    let (_server, endpoint, kill) = killable_server();
     let cfg = QueueConfig {
         pause: ms(5),
         ..QueueConfig::default()
     };
-    let cfg = (cfg, test_options(1000, 3000));
+    let cfg = (cfg, options(1000, 3000));
     let (summary, report, ops) = run("kill", 8, cfg, endpoint, vec![kill]).await;
     eprintln!("kill: {summary:?}\n{report:?}");
     assert!(summary.heal_failures.is_empty(), "{summary:?}");
