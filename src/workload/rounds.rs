@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -93,6 +92,7 @@ pub struct Turn<'a, T> {
 }
 
 /// A driver whose process slots do rounds: one round of a process, and what a slot counts.
+#[async_trait::async_trait]
 pub trait Rounds: Send + Sync + 'static {
     /// What one slot did.
     type Tally: Default + Send + 'static;
@@ -102,7 +102,7 @@ pub trait Rounds: Send + Sync + 'static {
 
     /// One round of `turn`'s process, counted into its tally. Fails only if the history
     /// cannot be written.
-    fn round<'a>(&'a self, turn: Turn<'a, Self::Tally>) -> BoxFuture<'a, io::Result<Next>>;
+    async fn round(&self, turn: Turn<'_, Self::Tally>) -> io::Result<Next>;
 }
 
 /// Runs `slots` process slots of `rounds` with `processes` for `time_limit` (or until `stop`

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio::sync::watch;
 use zookeeper_client::Client;
-use futures::future::BoxFuture;
 
 use super::office::Office;
 use super::recipe::Recipe;
@@ -78,12 +77,71 @@ struct Shared {
     office: Office,
 }
 
+#[async_trait::async_trait]
 impl Rounds for Shared {
     type Tally = Tally;
     const NAMES: (&'static str, &'static str) = ("a candidate", "recording a term in office");
 
-    fn round<'a>(&'a self, turn: Turn<'a, Tally>) -> BoxFuture<'a, io::Result<Next>> {
-        Box::pin(round(self, turn))
+    /// One campaign → tenure → resignation round of `session`'s process.
+    async fn round(&self, turn: Turn<'_, Tally>) -> io::Result<Next> {
+        let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
+        let identity = session.process.to_string();
+        let mut req = turn.processes.requests();
+        let campaign = tokio::select! {
+            biased;
+            _ = ended(stop, turn.deadline) => return Ok(Next::End),
+            c = self.recipe.campaign(&session.client, &identity, &mut req) => c,
+        };
+        let won = match campaign {
+            Ok(won) => won,
+            Err(e) => {
+                tracing::debug!(process = session.process, "campaign: {e}");
+                if let OpError::Lost(_) = e {
+                    let node = session.node.clone();
+                    self
+                        .office
+                        .lost(session.process, "campaign", e.to_string(), node)?;
+                }
+                tally.campaign_failed += 1;
+                return Ok(Next::Retire);
+            }
+        };
+        let office = &self.office;
+        office.take(session.process, won.token, session.node.clone())?;
+        tally.terms += 1;
+        let mut states = session.client.state_watcher();
+        let policy = self.cfg.on_disconnect;
+        let tenure = async {
+            tokio::select! {
+                _ = tokio::time::sleep(self.cfg.tenure.0) => {}
+                _ = ended(stop, turn.deadline) => {}
+            }
+        };
+        let lost = policy.unless_lost(&mut states, tenure).await.err();
+        // Leave office before giving up the nodes, so the term never outlasts the leadership.
+        office.leave(session.process, lost.clone())?;
+        turn.processes.meter.released();
+        if lost.is_some() {
+            tally.lost_in_office += 1;
+            return Ok(Next::Retire);
+        }
+        match self.recipe.resign(&session.client, &won, &mut req).await {
+            Ok(()) => {
+                tally.resigned += 1;
+                Ok(Next::Again)
+            }
+            Err(e) => {
+                tracing::debug!(process = session.process, "resign: {e}");
+                if let OpError::Lost(_) = e {
+                    let node = session.node.clone();
+                    self
+                        .office
+                        .lost(session.process, "resign", e.to_string(), node)?;
+                }
+                tally.resign_failed += 1;
+                Ok(Next::Retire)
+            }
+        }
     }
 }
 
@@ -139,64 +197,3 @@ impl HealReport for ElectionRunSummary {
     }
 }
 
-/// One campaign → tenure → resignation round of `session`'s process.
-async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
-    let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
-    let identity = session.process.to_string();
-    let mut req = turn.processes.requests();
-    let campaign = tokio::select! {
-        biased;
-        _ = ended(stop, turn.deadline) => return Ok(Next::End),
-        c = shared.recipe.campaign(&session.client, &identity, &mut req) => c,
-    };
-    let won = match campaign {
-        Ok(won) => won,
-        Err(e) => {
-            tracing::debug!(process = session.process, "campaign: {e}");
-            if let OpError::Lost(_) = e {
-                let node = session.node.clone();
-                shared
-                    .office
-                    .lost(session.process, "campaign", e.to_string(), node)?;
-            }
-            tally.campaign_failed += 1;
-            return Ok(Next::Retire);
-        }
-    };
-    let office = &shared.office;
-    office.take(session.process, won.token, session.node.clone())?;
-    tally.terms += 1;
-    let mut states = session.client.state_watcher();
-    let policy = shared.cfg.on_disconnect;
-    let tenure = async {
-        tokio::select! {
-            _ = tokio::time::sleep(shared.cfg.tenure.0) => {}
-            _ = ended(stop, turn.deadline) => {}
-        }
-    };
-    let lost = policy.unless_lost(&mut states, tenure).await.err();
-    // Leave office before giving up the nodes, so the term never outlasts the leadership.
-    office.leave(session.process, lost.clone())?;
-    turn.processes.meter.released();
-    if lost.is_some() {
-        tally.lost_in_office += 1;
-        return Ok(Next::Retire);
-    }
-    match shared.recipe.resign(&session.client, &won, &mut req).await {
-        Ok(()) => {
-            tally.resigned += 1;
-            Ok(Next::Again)
-        }
-        Err(e) => {
-            tracing::debug!(process = session.process, "resign: {e}");
-            if let OpError::Lost(_) = e {
-                let node = session.node.clone();
-                shared
-                    .office
-                    .lost(session.process, "resign", e.to_string(), node)?;
-            }
-            tally.resign_failed += 1;
-            Ok(Next::Retire)
-        }
-    }
-}

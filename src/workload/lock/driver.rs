@@ -17,7 +17,6 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use zookeeper_client::Client;
-use futures::future::BoxFuture;
 
 use super::holder::Holder;
 use super::recipe::Recipe;
@@ -87,12 +86,92 @@ struct Shared {
     resource: Resource,
 }
 
+#[async_trait::async_trait]
 impl Rounds for Shared {
     type Tally = Tally;
     const NAMES: (&'static str, &'static str) = ("a contender", "recording a lock operation");
 
-    fn round<'a>(&'a self, turn: Turn<'a, Tally>) -> BoxFuture<'a, io::Result<Next>> {
-        Box::pin(round(self, turn))
+    /// One acquire → hold → release round of `session`'s process.
+    async fn round(&self, turn: Turn<'_, Tally>) -> io::Result<Next> {
+        let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
+        let process = Process::Client(session.process);
+        let meta = Meta {
+            node: session.node.clone(),
+            ..Meta::default()
+        };
+        let record = |kind, f: &str, value: Value, meta: Meta| {
+            self.recorder.record(kind, process, f, value, meta)
+        };
+        let identity = session.process.to_string();
+        record(OpType::Invoke, "acquire", Value::Null, meta.clone())?;
+        let mut req = turn.processes.requests();
+        let acquired = tokio::select! {
+            biased;
+            _ = ended(stop, turn.deadline) => None,
+            r = self.recipe.acquire(&session.client, &identity, &mut req) => Some(r),
+        };
+        let held = match acquired {
+            None => {
+                let error = Some("abandoned: the run ended while waiting for the lock".into());
+                record(OpType::Info, "acquire", Value::Null, Meta { error, ..meta })?;
+                tally.acquire_info += 1;
+                return Ok(Next::End);
+            }
+            Some(Err(e)) => {
+                let kind = classify(&e);
+                let error = Some(e.to_string());
+                record(kind, "acquire", Value::Null, Meta { error, ..meta })?;
+                match kind {
+                    OpType::Fail => tally.acquire_failed += 1,
+                    _ => tally.acquire_info += 1,
+                }
+                return Ok(Next::Retire);
+            }
+            Some(Ok(held)) => held,
+        };
+        let ok = Meta {
+            zxid: Some(held.token),
+            ..meta.clone()
+        };
+        record(OpType::Ok, "acquire", json!(held.token), ok)?;
+        tally.acquired += 1;
+
+        let holder = Holder {
+            cfg: &self.cfg,
+            recipe: &self.recipe,
+            resource: &self.resource,
+            processes: turn.processes,
+        };
+        let end = holder.hold(session, &held, &identity).await?;
+        tally.reentries += u64::from(end.reentered);
+        let lost = end.lost;
+        record(OpType::Invoke, "release", Value::Null, meta.clone())?;
+        if let Some(reason) = lost {
+            tally.lost_while_holding += 1;
+            tally.release_info += 1;
+            let error = Some(reason);
+            record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
+            return Ok(Next::Retire);
+        }
+        turn.processes.meter.released();
+        let mut req = turn.processes.requests();
+        match self
+            .recipe
+            .release(&session.client, &held, &mut req)
+            .await
+        {
+            Ok(()) => {
+                record(OpType::Ok, "release", Value::Null, meta)?;
+                tally.released += 1;
+                Ok(Next::Again)
+            }
+            Err(e) => {
+                let error = Some(e.to_string());
+                record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
+                tally.release_info += 1;
+                Ok(Next::Retire)
+            }
+        }
     }
 }
 
@@ -155,85 +234,3 @@ impl HealReport for LockRunSummary {
     }
 }
 
-/// One acquire → hold → release round of `session`'s process.
-async fn round(shared: &Shared, turn: Turn<'_, Tally>) -> io::Result<Next> {
-    let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
-    let process = Process::Client(session.process);
-    let meta = Meta {
-        node: session.node.clone(),
-        ..Meta::default()
-    };
-    let record = |kind, f: &str, value: Value, meta: Meta| {
-        shared.recorder.record(kind, process, f, value, meta)
-    };
-    let identity = session.process.to_string();
-    record(OpType::Invoke, "acquire", Value::Null, meta.clone())?;
-    let mut req = turn.processes.requests();
-    let acquired = tokio::select! {
-        biased;
-        _ = ended(stop, turn.deadline) => None,
-        r = shared.recipe.acquire(&session.client, &identity, &mut req) => Some(r),
-    };
-    let held = match acquired {
-        None => {
-            let error = Some("abandoned: the run ended while waiting for the lock".into());
-            record(OpType::Info, "acquire", Value::Null, Meta { error, ..meta })?;
-            tally.acquire_info += 1;
-            return Ok(Next::End);
-        }
-        Some(Err(e)) => {
-            let kind = classify(&e);
-            let error = Some(e.to_string());
-            record(kind, "acquire", Value::Null, Meta { error, ..meta })?;
-            match kind {
-                OpType::Fail => tally.acquire_failed += 1,
-                _ => tally.acquire_info += 1,
-            }
-            return Ok(Next::Retire);
-        }
-        Some(Ok(held)) => held,
-    };
-    let ok = Meta {
-        zxid: Some(held.token),
-        ..meta.clone()
-    };
-    record(OpType::Ok, "acquire", json!(held.token), ok)?;
-    tally.acquired += 1;
-
-    let holder = Holder {
-        cfg: &shared.cfg,
-        recipe: &shared.recipe,
-        resource: &shared.resource,
-        processes: turn.processes,
-    };
-    let end = holder.hold(session, &held, &identity).await?;
-    tally.reentries += u64::from(end.reentered);
-    let lost = end.lost;
-    record(OpType::Invoke, "release", Value::Null, meta.clone())?;
-    if let Some(reason) = lost {
-        tally.lost_while_holding += 1;
-        tally.release_info += 1;
-        let error = Some(reason);
-        record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
-        return Ok(Next::Retire);
-    }
-    turn.processes.meter.released();
-    let mut req = turn.processes.requests();
-    match shared
-        .recipe
-        .release(&session.client, &held, &mut req)
-        .await
-    {
-        Ok(()) => {
-            record(OpType::Ok, "release", Value::Null, meta)?;
-            tally.released += 1;
-            Ok(Next::Again)
-        }
-        Err(e) => {
-            let error = Some(e.to_string());
-            record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
-            tally.release_info += 1;
-            Ok(Next::Retire)
-        }
-    }
-}
