@@ -1,7 +1,8 @@
-//! The core the lock and election drivers share: the processes of a run (how and where they
-//! open sessions, their ids, the herd meter their requests feed), the setup of the recipe's
-//! znodes, and process slots that each do rounds (acquire → hold → release, campaign → serve
-//! → resign) with a session of their own until the run ends, counting what they did.
+//! The driver the lock and election workloads share: the processes of a run (how and where
+//! they open sessions, their ids, the herd meter their requests feed), the setup of the
+//! recipe's znodes, and process slots that each do rounds (acquire → hold → release,
+//! campaign → serve → resign) with a session of their own until the run ends, counting what
+//! they did. A recipe says what differs ([`Rounds`]); [`drive`] does the rest.
 
 use std::future::Future;
 use std::io;
@@ -15,7 +16,8 @@ use tokio::time::Instant;
 use zookeeper_client::Client;
 
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{Next, Slot};
+use crate::generator::{DriverRun, Next, Slot};
+use crate::history::Recorder;
 use crate::workload::{HerdMeter, Requests};
 
 /// The processes of one recipe run: how and where they open sessions, the ids handed out, and
@@ -91,24 +93,73 @@ pub struct Turn<'a, T> {
     pub tally: &'a mut T,
 }
 
-/// A driver whose process slots do rounds: one round of a process, and what a slot counts.
+/// A recipe driver whose process slots do rounds: how a run of it starts, one round of a
+/// process, and what the run did.
 #[async_trait::async_trait]
-pub trait Rounds: Send + Sync + 'static {
+pub trait Rounds: Send + Sync + Sized + 'static {
+    /// The workload file's section of the recipe.
+    type Config: Send;
     /// What one slot did.
     type Tally: Default + Send + 'static;
-    /// Who a slot's process is and what it records, in errors: `a contender`, `recording a
+    /// What a run did.
+    type Summary;
+    /// Who a slot's process is and what it records, in errors: `contender`, `recording a
     /// lock operation`.
     const NAMES: (&'static str, &'static str);
+
+    /// The shared state of `run` (its settings checked), recording into `recorder`, and the
+    /// meter that counts its herd.
+    fn start(
+        run: &DriverRun<Self::Config>,
+        recorder: Arc<Recorder>,
+    ) -> anyhow::Result<(Self, HerdMeter)>;
+
+    /// The directory of the recipe's znodes.
+    fn dir(&self) -> &str;
+
+    /// Creates the recipe's znodes through `client`.
+    async fn create(&self, client: &Client) -> Result<(), zookeeper_client::Error>;
+
+    /// How long a process pauses after a round that went through.
+    fn pause(&self) -> Duration;
 
     /// One round of `turn`'s process, counted into its tally. Fails only if the history
     /// cannot be written.
     async fn round(&self, turn: Turn<'_, Self::Tally>) -> io::Result<Next>;
+
+    /// What the run did, from each slot's tally (in slot order).
+    fn summary(
+        &self,
+        tallies: &[Self::Tally],
+        processes: &Processes,
+        cancelled: bool,
+    ) -> Self::Summary;
+}
+
+/// Runs the recipe `R` of `run`: creates its znodes, then runs `run.slots` process slots for
+/// `run.time_limit` (or until `stop` turns true), recording into `recorder`. Fails if the
+/// setup session cannot be opened or the history cannot be written.
+pub async fn drive<R: Rounds>(
+    run: DriverRun<R::Config>,
+    recorder: Arc<Recorder>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<R::Summary> {
+    anyhow::ensure!(run.slots > 0, "a run needs at least 1 {}", R::NAMES.0);
+    let (rounds, meter) = R::start(&run, recorder)?;
+    let processes = Arc::new(Processes::new(run.options, run.endpoints, meter)?);
+    let creating = &rounds;
+    let create = |client: Client| async move { creating.create(&client).await };
+    processes.setup(rounds.dir(), create).await?;
+    let rounds = Arc::new(rounds);
+    let pause = rounds.pause();
+    let tallies = run_slots(&rounds, &processes, run.slots, run.time_limit, pause, &stop).await?;
+    Ok(rounds.summary(&tallies, &processes, *stop.borrow()))
 }
 
 /// Runs `slots` process slots of `rounds` with `processes` for `time_limit` (or until `stop`
 /// turns true), each pausing `pause` after a round that went through; returns what each slot
 /// did, in slot order. Fails if a slot panicked or could not write the history.
-pub async fn run_slots<R: Rounds>(
+async fn run_slots<R: Rounds>(
     rounds: &Arc<R>,
     processes: &Arc<Processes>,
     slots: usize,
@@ -128,7 +179,7 @@ pub async fn run_slots<R: Rounds>(
     let mut per_slot: Vec<R::Tally> = (0..slots).map(|_| R::Tally::default()).collect();
     while let Some(joined) = tasks.join_next().await {
         let (who, recording) = R::NAMES;
-        let (slot, tally) = joined.with_context(|| format!("{who} panicked"))?;
+        let (slot, tally) = joined.with_context(|| format!("a {who} panicked"))?;
         per_slot[slot] = tally.context(recording)?;
     }
     Ok(per_slot)

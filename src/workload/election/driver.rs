@@ -15,7 +15,6 @@ use std::io;
 use std::sync::Arc;
 
 use serde::Serialize;
-use tokio::sync::watch;
 use zookeeper_client::Client;
 
 use super::office::Office;
@@ -24,7 +23,7 @@ use super::ElectionConfig;
 use crate::client::OpError;
 use crate::generator::{ended, DriverRun, HealReport, Next};
 use crate::history::Recorder;
-use crate::workload::rounds::{run_slots, Processes, Rounds, Turn};
+use crate::workload::rounds::{Processes, Rounds, Turn};
 use crate::workload::{HerdMeter, HerdStats};
 
 /// What a election run does: its settings, slots, time and servers.
@@ -63,7 +62,7 @@ pub struct ElectionRunSummary {
 
 /// What one candidate slot did.
 #[derive(Debug, Default, Clone, Copy)]
-struct Tally {
+pub struct Tally {
     terms: u64,
     resigned: u64,
     lost_in_office: u64,
@@ -71,16 +70,65 @@ struct Tally {
     resign_failed: u64,
 }
 
-struct Shared {
+/// The candidates of an election run, as [`crate::workload::rounds::drive`] runs them: the recipe, its
+/// settings and the record of who is in office.
+pub struct Candidates {
     recipe: Recipe,
     cfg: ElectionConfig,
     office: Office,
 }
 
 #[async_trait::async_trait]
-impl Rounds for Shared {
+impl Rounds for Candidates {
+    type Config = ElectionConfig;
     type Tally = Tally;
-    const NAMES: (&'static str, &'static str) = ("a candidate", "recording a term in office");
+    type Summary = ElectionRunSummary;
+    const NAMES: (&'static str, &'static str) = ("candidate", "recording a term in office");
+
+    fn start(run: &CandidateRun, recorder: Arc<Recorder>) -> anyhow::Result<(Self, HerdMeter)> {
+        run.cfg.validate().map_err(anyhow::Error::msg)?;
+        let candidates = Candidates {
+            recipe: Recipe::new(run.cfg.recipe, &run.run_id)?,
+            cfg: run.cfg.clone(),
+            office: Office::new(recorder),
+        };
+        Ok((candidates, HerdMeter::default()))
+    }
+
+    fn dir(&self) -> &str {
+        self.recipe.dir()
+    }
+
+    async fn create(&self, client: &Client) -> Result<(), zookeeper_client::Error> {
+        self.recipe.setup(client).await
+    }
+
+    fn pause(&self) -> std::time::Duration {
+        self.cfg.pause.0
+    }
+
+    fn summary(
+        &self,
+        per_slot: &[Tally],
+        processes: &Processes,
+        cancelled: bool,
+    ) -> ElectionRunSummary {
+        let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
+        ElectionRunSummary {
+            recipe: self.cfg.recipe.workload_name(),
+            processes: processes.ids.count(),
+            terms: sum(|t| t.terms),
+            resigned: sum(|t| t.resigned),
+            lost_in_office: sum(|t| t.lost_in_office),
+            campaign_failed: sum(|t| t.campaign_failed),
+            resign_failed: sum(|t| t.resign_failed),
+            terms_per_candidate: per_slot.iter().map(|t| t.terms).collect(),
+            herd: processes.meter.stats(),
+            max_in_office: self.office.max_in_office(),
+            cancelled,
+            heal_failures: Vec::new(),
+        }
+    }
 
     /// One campaign → tenure → resignation round of `session`'s process.
     async fn round(&self, turn: Turn<'_, Tally>) -> io::Result<Next> {
@@ -144,52 +192,6 @@ impl Rounds for Shared {
         }
     }
 }
-
-/// Creates the election's znodes, then runs `run.slots` candidates for `run.time_limit`
-/// (or until `stop` turns true), recording into `recorder`. Fails if the setup session cannot
-/// be opened or the history cannot be written.
-pub async fn run_candidates(
-    run: CandidateRun,
-    recorder: Arc<Recorder>,
-    stop: watch::Receiver<bool>,
-) -> anyhow::Result<ElectionRunSummary> {
-    run.cfg.validate().map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(run.slots > 0, "an election needs at least 1 candidate");
-    let options = run.options;
-    let processes = Arc::new(Processes::new(
-        options,
-        run.endpoints.clone(),
-        HerdMeter::default(),
-    )?);
-    let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
-    let creating = &recipe;
-    let create = |client: Client| async move { creating.setup(&client).await };
-    processes.setup(recipe.dir(), create).await?;
-
-    let shared = Arc::new(Shared {
-        recipe,
-        cfg: run.cfg.clone(),
-        office: Office::new(recorder),
-    });
-    let pause = run.cfg.pause.0;
-    let per_slot = run_slots(&shared, &processes, run.slots, run.time_limit, pause, &stop).await?;
-    let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
-    Ok(ElectionRunSummary {
-        recipe: run.cfg.recipe.workload_name(),
-        processes: processes.ids.count(),
-        terms: sum(|t| t.terms),
-        resigned: sum(|t| t.resigned),
-        lost_in_office: sum(|t| t.lost_in_office),
-        campaign_failed: sum(|t| t.campaign_failed),
-        resign_failed: sum(|t| t.resign_failed),
-        terms_per_candidate: per_slot.iter().map(|t| t.terms).collect(),
-        herd: processes.meter.stats(),
-        max_in_office: shared.office.max_in_office(),
-        cancelled: *stop.borrow(),
-        heal_failures: Vec::new(),
-    })
-}
-
 
 impl HealReport for ElectionRunSummary {
     fn set_heal_failures(&mut self, failures: Vec<String>) {

@@ -2,7 +2,7 @@
 //! serve a tenure as leader, resign and campaign again.
 //!
 //! [`ElectionConfig`] is the `election` section of a workload file; [`ENTRY`] (with the nemesis
-//! schedule) and [`driver::run_candidates`] run one candidate per process slot against real
+//! schedule) and [`driver::Candidates`] run one candidate per process slot against real
 //! ZooKeeper. A candidate in office marks its term on the controller's record (`office`): a
 //! `lead` operation invoked when it takes office and completed when it leaves (`ok`) or loses
 //! its session (`info`), which `checker::election` judges.

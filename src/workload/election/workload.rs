@@ -9,7 +9,8 @@ use serde_json::{json, Map, Value};
 use super::ElectionConfig;
 use crate::checker::election::check_election;
 use crate::checker::liveness;
-use super::driver::run_candidates;
+use super::driver::Candidates;
+use crate::workload::rounds;
 use crate::generator::{self, GeneratorConfig, Target};
 use crate::history::Op;
 use crate::workload::{
@@ -45,7 +46,7 @@ impl Workload for ElectionWorkload {
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
         let options = self.0.session.client_options();
         let (generator, own) = (&self.0.generator, &self.0.own);
-        let summary = generator::drive(generator, own, options, target, run_candidates).await?;
+        let summary = generator::drive(generator, own, options, target, rounds::drive::<Candidates>).await?;
         Ok(Ran {
             heal_failures: summary.heal_failures.clone(),
             releases: Some(summary.herd.releases),

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use super::driver::{run_candidates, ElectionRunSummary};
+use super::driver::{Candidates, ElectionRunSummary};
+use crate::workload::rounds;
 use super::{ElectionConfig, ElectionRecipe};
 use crate::checker::election::check_election;
 use crate::client::test_server::ZkServer;
@@ -27,7 +28,7 @@ async fn run(
         ..ElectionConfig::default()
     };
     let run_id = format!("safe-{}", recipe.workload_name());
-    run_quiet(cfg, candidates, secs, &run_id, endpoint, run_candidates).await
+    run_quiet(cfg, candidates, secs, &run_id, endpoint, rounds::drive::<Candidates>).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,7 +94,7 @@ async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
         ..ElectionConfig::default()
     };
     let recorder = Arc::new(Recorder::in_memory());
-    let running = |target| drive(&generator, &cfg, options(1000, 3000), target, run_candidates);
+    let running = |target| drive(&generator, &cfg, options(1000, 3000), target, rounds::drive::<Candidates>);
     let summary = run_faulted("kill", vec![endpoint], vec![kill], &recorder, running).await;
     assert!(summary.heal_failures.is_empty(), "{summary:?}");
     let ops = recorder.ops();

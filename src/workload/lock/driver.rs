@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use tokio::sync::watch;
 use zookeeper_client::Client;
 
 use super::holder::Holder;
@@ -25,7 +24,7 @@ use super::{lock_latencies, LockConfig, LockLatencies, RecipeKind, ResourceStats
 use crate::client::classify;
 use crate::generator::{ended, DriverRun, HealReport, Next};
 use crate::history::{Meta, OpType, Process, Recorder};
-use crate::workload::rounds::{run_slots, Processes, Rounds, Turn};
+use crate::workload::rounds::{Processes, Rounds, Turn};
 use crate::workload::{HerdMeter, HerdStats};
 
 /// What a lock run does: its settings, slots, time and servers.
@@ -69,7 +68,7 @@ pub struct LockRunSummary {
 
 /// What one contender slot did.
 #[derive(Debug, Default, Clone, Copy)]
-struct Tally {
+pub struct Tally {
     acquired: u64,
     acquire_failed: u64,
     acquire_info: u64,
@@ -79,7 +78,9 @@ struct Tally {
     reentries: u64,
 }
 
-struct Shared {
+/// The contenders of a lock run, as [`crate::workload::rounds::drive`] runs them: the recipe, its settings,
+/// the history and the protected resource they share.
+pub struct Contenders {
     recipe: Recipe,
     cfg: LockConfig,
     recorder: Arc<Recorder>,
@@ -87,9 +88,59 @@ struct Shared {
 }
 
 #[async_trait::async_trait]
-impl Rounds for Shared {
+impl Rounds for Contenders {
+    type Config = LockConfig;
     type Tally = Tally;
-    const NAMES: (&'static str, &'static str) = ("a contender", "recording a lock operation");
+    type Summary = LockRunSummary;
+    const NAMES: (&'static str, &'static str) = ("contender", "recording a lock operation");
+
+    fn start(run: &ContenderRun, recorder: Arc<Recorder>) -> anyhow::Result<(Self, HerdMeter)> {
+        run.cfg.validate().map_err(anyhow::Error::msg)?;
+        let meter = match run.cfg.recipe {
+            RecipeKind::Crate => HerdMeter::uncounted(),
+            _ => HerdMeter::default(),
+        };
+        let contenders = Contenders {
+            recipe: Recipe::new(run.cfg.recipe, &run.run_id)?,
+            cfg: run.cfg.clone(),
+            resource: Resource::new(recorder.clone(), run.cfg.fencing),
+            recorder,
+        };
+        Ok((contenders, meter))
+    }
+
+    fn dir(&self) -> &str {
+        self.recipe.dir()
+    }
+
+    async fn create(&self, client: &Client) -> Result<(), zookeeper_client::Error> {
+        self.recipe.setup(client).await
+    }
+
+    fn pause(&self) -> std::time::Duration {
+        self.cfg.pause.0
+    }
+
+    fn summary(&self, per_slot: &[Tally], processes: &Processes, cancelled: bool) -> LockRunSummary {
+        let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
+        LockRunSummary {
+            recipe: self.cfg.recipe.workload_name(),
+            processes: processes.ids.count(),
+            acquired: sum(|t| t.acquired),
+            acquire_failed: sum(|t| t.acquire_failed),
+            acquire_info: sum(|t| t.acquire_info),
+            released: sum(|t| t.released),
+            release_info: sum(|t| t.release_info),
+            lost_while_holding: sum(|t| t.lost_while_holding),
+            reentries: sum(|t| t.reentries),
+            acquisitions_per_contender: per_slot.iter().map(|t| t.acquired).collect(),
+            herd: processes.meter.stats(),
+            latency: lock_latencies(&self.recorder.ops()),
+            resource: self.resource.stats(),
+            cancelled,
+            heal_failures: Vec::new(),
+        }
+    }
 
     /// One acquire → hold → release round of `session`'s process.
     async fn round(&self, turn: Turn<'_, Tally>) -> io::Result<Next> {
@@ -174,59 +225,6 @@ impl Rounds for Shared {
         }
     }
 }
-
-/// Creates the lock's znodes, then runs `run.slots` contenders for `run.time_limit` (or
-/// until `stop` turns true), recording into `recorder`. Fails if the setup session cannot be
-/// opened or the history cannot be written.
-pub async fn run_contenders(
-    run: ContenderRun,
-    recorder: Arc<Recorder>,
-    stop: watch::Receiver<bool>,
-) -> anyhow::Result<LockRunSummary> {
-    run.cfg.validate().map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(run.slots > 0, "a lock run needs at least 1 contender");
-    let meter = match run.cfg.recipe {
-        RecipeKind::Crate => HerdMeter::uncounted(),
-        _ => HerdMeter::default(),
-    };
-    let processes = Arc::new(Processes::new(
-        run.options,
-        run.endpoints.clone(),
-        meter,
-    )?);
-    let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
-    let creating = &recipe;
-    let create = |client: Client| async move { creating.setup(&client).await };
-    processes.setup(recipe.dir(), create).await?;
-
-    let shared = Arc::new(Shared {
-        recipe,
-        cfg: run.cfg.clone(),
-        resource: Resource::new(recorder.clone(), run.cfg.fencing),
-        recorder,
-    });
-    let pause = run.cfg.pause.0;
-    let per_slot = run_slots(&shared, &processes, run.slots, run.time_limit, pause, &stop).await?;
-    let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
-    Ok(LockRunSummary {
-        recipe: run.cfg.recipe.workload_name(),
-        processes: processes.ids.count(),
-        acquired: sum(|t| t.acquired),
-        acquire_failed: sum(|t| t.acquire_failed),
-        acquire_info: sum(|t| t.acquire_info),
-        released: sum(|t| t.released),
-        release_info: sum(|t| t.release_info),
-        lost_while_holding: sum(|t| t.lost_while_holding),
-        reentries: sum(|t| t.reentries),
-        acquisitions_per_contender: per_slot.iter().map(|t| t.acquired).collect(),
-        herd: processes.meter.stats(),
-        latency: lock_latencies(&shared.recorder.ops()),
-        resource: shared.resource.stats(),
-        cancelled: *stop.borrow(),
-        heal_failures: Vec::new(),
-    })
-}
-
 
 impl HealReport for LockRunSummary {
     fn set_heal_failures(&mut self, failures: Vec<String>) {

@@ -2,7 +2,7 @@
 //! work on a protected resource while they believe they hold it, and give it back.
 //!
 //! [`LockConfig`] is the `lock` section of a workload file; [`ENTRY`] (with the nemesis
-//! schedule) and [`driver::run_contenders`] run one contender per process slot against real
+//! schedule) and [`driver::Contenders`] run one contender per process slot against real
 //! ZooKeeper, recording `acquire`, `hold` and `release` operations; the protected resource
 //! (`resource`) is kept by the controller, and the herd meter (`herd`) counts the watch
 //! notifications and reactions each release causes.

@@ -10,7 +10,8 @@ use super::LockConfig;
 use crate::checker::liveness;
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::CheckOptions;
-use super::driver::run_contenders;
+use super::driver::Contenders;
+use crate::workload::rounds;
 use crate::generator::{self, GeneratorConfig, Target};
 use crate::history::Op;
 use crate::workload::{
@@ -50,7 +51,7 @@ impl Workload for LockWorkload {
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
         let options = self.0.session.client_options();
         let (generator, own) = (&self.0.generator, &self.0.own);
-        let summary = generator::drive(generator, own, options, target, run_contenders).await?;
+        let summary = generator::drive(generator, own, options, target, rounds::drive::<Contenders>).await?;
         Ok(Ran {
             heal_failures: summary.heal_failures.clone(),
             releases: Some(summary.herd.releases),

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 
 use super::cut_proxy::CutProxy;
-use super::driver::run_contenders;
+use super::driver::Contenders;
+use crate::workload::rounds;
 use super::driver::LockRunSummary;
 use super::{LockConfig, OnDisconnect, RecipeKind};
 use crate::checker::liveness::{self, LivenessOptions};
@@ -97,7 +98,7 @@ async fn contenders_deaf_to_their_watches_are_reported_stuck() {
         port: proxy.port(),
     };
     let cfg = quick(RecipeKind::Sequential, false);
-    let (summary, ops) = run_quiet(cfg, 3, 5, "deaf", endpoint, run_contenders).await;
+    let (summary, ops) = run_quiet(cfg, 3, 5, "deaf", endpoint, rounds::drive::<Contenders>).await;
     let opts = CheckOptions::default();
     let safety = check_lock_history(&ops, true, &opts).unwrap();
     assert_eq!(safety.valid, Validity::Valid, "still safe: {safety:?}");
@@ -121,7 +122,7 @@ async fn every_lock_recipe_is_safe_and_live_without_faults() {
         let reentrant = recipe != RecipeKind::Sequential;
         let run_id = format!("safe-{}", recipe.workload_name());
         let cfg = quick(recipe, reentrant);
-        tokio::spawn(async move { run_quiet(cfg, 5, 8, &run_id, endpoint, run_contenders).await })
+        tokio::spawn(async move { run_quiet(cfg, 5, 8, &run_id, endpoint, rounds::drive::<Contenders>).await })
     });
     for joined in runs {
         let (summary, ops) = joined.await.unwrap();
@@ -144,7 +145,7 @@ async fn naive_recipes_notify_ten_times_more_per_release_than_the_sequential_loc
         let endpoint = server.endpoint();
         let run_id = format!("herd-{}", recipe.workload_name());
         let cfg = quick(recipe, false);
-        tokio::spawn(async move { run_quiet(cfg, 20, 8, &run_id, endpoint, run_contenders).await })
+        tokio::spawn(async move { run_quiet(cfg, 20, 8, &run_id, endpoint, rounds::drive::<Contenders>).await })
     });
     let mut per_release = std::collections::BTreeMap::new();
     for joined in runs {
@@ -247,7 +248,7 @@ async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRun
     };
     let run_id = format!("isolate-{policy:?}");
     let nemeses = vec![nemesis];
-    let running = |target| drive(&generator, &cfg, options(1000, 2000), target, run_contenders);
+    let running = |target| drive(&generator, &cfg, options(1000, 2000), target, rounds::drive::<Contenders>);
     let summary = run_faulted(&run_id, endpoints, nemeses, &recorder, running).await;
     assert!(summary.heal_failures.is_empty(), "{summary:?}");
     (summary, recorder.ops())
@@ -290,7 +291,7 @@ async fn through_kills(recipe: RecipeKind) {
     let generator = faulted(4, 12000, 2000, 2000);
     let cfg = quick(recipe, false);
     let recorder = Arc::new(Recorder::in_memory());
-    let running = |target| drive(&generator, &cfg, options(1000, 3000), target, run_contenders);
+    let running = |target| drive(&generator, &cfg, options(1000, 3000), target, rounds::drive::<Contenders>);
     let summary = run_faulted("kill", vec![endpoint], vec![kill], &recorder, running).await;
     let name = summary.recipe;
     assert!(summary.heal_failures.is_empty(), "{name}: {summary:?}");
