@@ -13,8 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::history::{Op, OpType, Process, Quantiles};
-use crate::report::{nemesis_intervals, NemesisInterval};
+use crate::history::{fault_intervals, FaultInterval, Op, OpType, Process, Quantiles};
 
 /// The function name of a term in office.
 const LEAD: &str = "lead";
@@ -81,7 +80,7 @@ pub fn check_election(ops: &[Op]) -> anyhow::Result<ElectionVerdict> {
     let history_end = ops.iter().map(|o| o.time).max().unwrap_or(0);
     let mut terms = terms(ops, history_end)?;
     terms.sort_by_key(|t| (t.begin, t.process));
-    let faults = nemesis_intervals(ops);
+    let faults = fault_intervals(ops);
     let overlaps = overlaps(&terms, &faults);
 
     let mut gaps = Vec::new();
@@ -123,7 +122,7 @@ pub fn check_election(ops: &[Op]) -> anyhow::Result<ElectionVerdict> {
 }
 
 /// Every pair of overlapping terms of `terms` (sorted by beginning).
-fn overlaps(terms: &[Term], faults: &[NemesisInterval]) -> Vec<DualLeadership> {
+fn overlaps(terms: &[Term], faults: &[FaultInterval]) -> Vec<DualLeadership> {
     let mut found = Vec::new();
     let mut in_office: Vec<&Term> = Vec::new();
     for term in terms {
@@ -188,7 +187,7 @@ fn terms(ops: &[Op], history_end: u64) -> anyhow::Result<Vec<Term>> {
 }
 
 /// The kinds of the faults active at some point in `[from, to]`, without repeats.
-fn active_during(faults: &[NemesisInterval], from: u64, to: u64) -> Vec<String> {
+fn active_during(faults: &[FaultInterval], from: u64, to: u64) -> Vec<String> {
     let mut kinds: Vec<String> = faults
         .iter()
         .filter(|f| f.start <= to && f.end >= from)
@@ -204,6 +203,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
+    use crate::history::testing::{indexed, op};
     use OpType::{Info, Invoke, Ok as Done};
 
     type Line = (u64, OpType, Option<u64>, &'static str, Value);
@@ -211,23 +211,10 @@ mod tests {
     /// Builds a history from `(time_ms, kind, process, f, value)`; process `None` is the
     /// nemesis.
     fn history(lines: &[Line]) -> Vec<Op> {
-        lines
-            .iter()
-            .enumerate()
-            .map(|(i, (ms, kind, process, f, value))| Op {
-                index: i as u64,
-                time: ms * 1_000_000,
-                kind: *kind,
-                process: process.map_or(Process::NEMESIS, Process::Client),
-                f: f.to_string(),
-                value: value.clone(),
-                key: None,
-                node: None,
-                error: None,
-                zxid: None,
-                version: None,
-            })
-            .collect()
+        indexed(lines.iter().map(|(ms, kind, process, f, value)| {
+            let process = process.map_or(Process::NEMESIS, Process::Client);
+            op(0, ms * 1_000_000, *kind, process, f).with_value(value.clone())
+        }))
     }
 
     fn take(ms: u64, p: u64, token: i64) -> Line {

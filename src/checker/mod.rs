@@ -31,7 +31,6 @@ pub mod shrink;
 #[cfg(test)]
 pub mod synth;
 #[cfg(test)]
-mod testing;
 #[cfg(test)]
 mod tests;
 pub mod timeline;

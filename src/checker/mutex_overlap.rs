@@ -13,8 +13,7 @@ use serde::Serialize;
 
 use crate::checker::result::{CheckResult, Validity};
 use crate::checker::{check_history, CheckOptions, ModelKind};
-use crate::history::{Op, OpType, Process};
-use crate::report::{nemesis_intervals, NemesisInterval};
+use crate::history::{fault_intervals, FaultInterval, Op, OpType, Process};
 
 /// The function name of a critical section.
 const HOLD: &str = "hold";
@@ -68,7 +67,7 @@ pub struct MutualExclusion {
 /// when a hold completes without having begun or begins twice.
 pub fn check_mutual_exclusion(ops: &[Op]) -> anyhow::Result<MutualExclusion> {
     let (holds, stale) = holds(ops)?;
-    let faults = nemesis_intervals(ops);
+    let faults = fault_intervals(ops);
     let mut sorted: Vec<&Hold> = holds.iter().collect();
     sorted.sort_by_key(|h| (h.begin, h.process));
     let mut overlaps = Vec::new();
@@ -146,7 +145,7 @@ fn holds(ops: &[Op]) -> anyhow::Result<(Vec<Hold>, u64)> {
 }
 
 /// The kinds of the faults active at some point in `[from, to]`, without repeats.
-fn active_during(faults: &[NemesisInterval], from: u64, to: u64) -> Vec<String> {
+fn active_during(faults: &[FaultInterval], from: u64, to: u64) -> Vec<String> {
     let mut kinds: Vec<String> = faults
         .iter()
         .filter(|f| f.start <= to && f.end >= from)
@@ -224,27 +223,15 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
+    use crate::history::testing::{indexed, op};
 
     /// Builds a history from `(time_ms, kind, process, f, value)`; process `None` is the
     /// nemesis.
     fn history(lines: &[(u64, OpType, Option<u64>, &str, Value)]) -> Vec<Op> {
-        lines
-            .iter()
-            .enumerate()
-            .map(|(i, (ms, kind, process, f, value))| Op {
-                index: i as u64,
-                time: ms * 1_000_000,
-                kind: *kind,
-                process: process.map_or(Process::NEMESIS, Process::Client),
-                f: f.to_string(),
-                value: value.clone(),
-                key: None,
-                node: None,
-                error: None,
-                zxid: None,
-                version: None,
-            })
-            .collect()
+        indexed(lines.iter().map(|(ms, kind, process, f, value)| {
+            let process = process.map_or(Process::NEMESIS, Process::Client);
+            op(0, ms * 1_000_000, *kind, process, f).with_value(value.clone())
+        }))
     }
 
     use OpType::{Info, Invoke, Ok as Done};

@@ -3,8 +3,7 @@
 //! One lane per process (the nemesis on top), a bar per operation from its invocation to its
 //! completion coloured by outcome (`ok`, `fail`, `info`, or never completed), the ops of a
 //! counterexample outlined and listed below the chart, and nemesis faults shaded across all
-//! lanes from the completion of a `start-<kind>` op to the completion of the matching
-//! `stop-<kind>` op. A history longer than [`MAX_ENTRIES`] is cut to a window of that many
+//! lanes while they were in effect (by [`crate::history::fault_intervals`]). A history longer than [`MAX_ENTRIES`] is cut to a window of that many
 //! entries (around the marked ops if any, else from the start), with a note saying so.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -13,7 +12,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::history::{Op, OpType, Process};
+use crate::history::{fault_intervals, FaultInterval, Op, OpType, Process};
 
 /// The most history entries (invocations plus completions) one timeline shows.
 pub const MAX_ENTRIES: usize = 2000;
@@ -89,8 +88,9 @@ pub fn render(ops: &[Op], marked: &[u64], title: &str) -> String {
     axis(&mut html, t0, t1);
     let _ = writeln!(html, "<div class=\"lanes\"><div class=\"faults\">");
     for fault in &faults {
-        let (from, to) = (fault.from.max(t0), fault.to.unwrap_or(t1).min(t1));
-        if from > to || (from == to && fault.to.is_some()) {
+        let (from, to) = (fault.start.max(t0), fault.end.min(t1));
+        let to = if fault.healed { to } else { t1 };
+        if from > to || (from == to && fault.healed) {
             continue;
         }
         let _ = writeln!(
@@ -101,8 +101,12 @@ pub fn render(ops: &[Op], marked: &[u64], title: &str) -> String {
             x(to) - x(from),
             colours[fault.kind.as_str()],
             escape(&fault.kind),
-            seconds(fault.from),
-            fault.to.map_or("the end".to_string(), seconds)
+            seconds(fault.start),
+            if fault.healed {
+                seconds(fault.end)
+            } else {
+                "the end".to_string()
+            }
         );
     }
     let _ = writeln!(html, "</div>");
@@ -310,57 +314,8 @@ fn bars<'a>(ops: &'a [Op], window: &Window, marked: &[u64]) -> Vec<Bar<'a>> {
     bars
 }
 
-/// A nemesis fault: active from a `start-<kind>` completion to the matching `stop-<kind>`
-/// completion (or the end of the history).
-struct Fault {
-    kind: String,
-    from: u64,
-    to: Option<u64>,
-}
-
-/// The faults of a history. Consecutive starts (or stops) of one kind count once, at the last
-/// of them, so that Jepsen's habit of logging a nemesis invocation as `info` is harmless.
-fn fault_intervals(ops: &[Op]) -> Vec<Fault> {
-    let mut faults: Vec<Fault> = Vec::new();
-    // Per kind: the index in `faults` of its latest interval, and whether it is still open.
-    let mut latest: HashMap<&str, (usize, bool)> = HashMap::new();
-    for op in ops {
-        if op.process != Process::NEMESIS || op.kind == OpType::Invoke {
-            continue;
-        }
-        let (starting, kind) = if let Some(kind) = op.f.strip_prefix("start-") {
-            (true, kind)
-        } else if let Some(kind) = op.f.strip_prefix("stop-") {
-            (false, kind)
-        } else {
-            match op.f.as_str() {
-                "start" => (true, "nemesis"),
-                "stop" => (false, "nemesis"),
-                _ => continue,
-            }
-        };
-        match (starting, latest.get(kind).copied()) {
-            (true, Some((i, true))) => faults[i].from = op.time,
-            (true, _) => {
-                latest.insert(kind, (faults.len(), true));
-                faults.push(Fault {
-                    kind: kind.to_string(),
-                    from: op.time,
-                    to: None,
-                });
-            }
-            (false, Some((i, _))) => {
-                faults[i].to = Some(op.time);
-                latest.insert(kind, (i, false));
-            }
-            (false, None) => {}
-        }
-    }
-    faults
-}
-
 /// A colour per fault kind.
-fn fault_colours(faults: &[Fault]) -> BTreeMap<&str, &'static str> {
+fn fault_colours(faults: &[FaultInterval]) -> BTreeMap<&str, &'static str> {
     let mut colours = BTreeMap::new();
     let mut others = OTHER_FAULTS.iter().cycle();
     for fault in faults {
@@ -531,22 +486,11 @@ fn css() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::testing;
     use serde_json::{json, Value};
 
     fn op(index: u64, time: u64, kind: OpType, process: Process, f: &str, value: Value) -> Op {
-        Op {
-            index,
-            time,
-            kind,
-            process,
-            f: f.to_string(),
-            value,
-            key: None,
-            node: None,
-            error: None,
-            zxid: None,
-            version: None,
-        }
+        testing::op(index, time, kind, process, f).with_value(value)
     }
 
     /// A register history with a partition: process 0 writes, process 1 times out.
@@ -590,33 +534,6 @@ mod tests {
         );
         assert!(html.contains("<h2>Marked operations</h2>"));
         assert!(!html.contains("<script") && !html.contains("http"));
-    }
-
-    #[test]
-    fn fault_intervals_pair_starts_and_stops_per_kind() {
-        use OpType::*;
-        let n = Process::NEMESIS;
-        // Jepsen logs nemesis invocations as info too: repeated starts count at the last.
-        let ops = vec![
-            op(0, 10, Info, n, "start-kill", Value::Null),
-            op(1, 20, Info, n, "start-kill", json!("killed")),
-            op(2, 25, Info, n, "start-pause", Value::Null),
-            op(3, 30, Info, n, "stop-kill", Value::Null),
-            op(4, 40, Info, n, "stop-kill", json!("restarted")),
-            op(5, 50, Info, n, "start-kill", Value::Null),
-        ];
-        let faults: Vec<(String, u64, Option<u64>)> = fault_intervals(&ops)
-            .into_iter()
-            .map(|f| (f.kind, f.from, f.to))
-            .collect();
-        assert_eq!(
-            faults,
-            vec![
-                ("kill".to_string(), 20, Some(40)),
-                ("pause".to_string(), 25, None),
-                ("kill".to_string(), 50, None),
-            ]
-        );
     }
 
     #[test]

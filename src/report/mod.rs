@@ -3,8 +3,8 @@
 //! shaded behind the data.
 //!
 //! Text is drawn with an embedded font, so rendering needs neither fontconfig nor any font
-//! installed on the machine. [`pair_ops`] and [`nemesis_intervals`] turn a history into
-//! operation spans and fault intervals for anyone else who draws or checks a timeline.
+//! installed on the machine. [`pair_ops`] turns a history into operation spans for anyone else
+//! who draws one; the fault bands come from [`crate::history::fault_intervals`].
 
 mod buckets;
 mod canvas;
@@ -12,24 +12,20 @@ mod clock_skew;
 mod font;
 mod latency_quantiles;
 mod latency_raw;
-mod nemesis_intervals;
 mod op_spans;
 mod rate;
 pub mod recipes;
 mod style;
-#[cfg(test)]
-pub mod test_history;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::history::{Op, Process};
+use crate::history::{fault_intervals, FaultInterval, Op, Process};
 
 pub use canvas::PlotArea;
 pub use clock_skew::plot_clock_skew;
 pub use latency_quantiles::plot_latency_quantiles;
 pub use latency_raw::plot_latency_raw;
-pub use nemesis_intervals::{nemesis_intervals, NemesisInterval};
 pub use op_spans::{pair_ops, OpSpan};
 pub use rate::plot_rate;
 
@@ -39,7 +35,7 @@ pub struct Timeline<'a> {
     /// The client operations (not the nemesis's), in invocation order.
     pub ops: Vec<OpSpan<'a>>,
     /// When each fault was active.
-    pub faults: Vec<NemesisInterval>,
+    pub faults: Vec<FaultInterval>,
     /// Seconds from the start of the test to its last op (at least 1, for a readable axis).
     pub seconds: f64,
 }
@@ -53,7 +49,7 @@ impl<'a> Timeline<'a> {
                 .into_iter()
                 .filter(|s| matches!(s.invoke.process, Process::Client(_)))
                 .collect(),
-            faults: nemesis_intervals(history),
+            faults: fault_intervals(history),
             seconds: (end as f64 / 1e9).max(1.0),
         }
     }
@@ -102,8 +98,8 @@ mod tests {
 
     use super::canvas::{HEIGHT, WIDTH};
     use super::style::{fault_colour, BAND_OPACITY};
-    use super::test_history::op;
     use super::*;
+    use crate::history::testing::op;
     use crate::history::OpType;
 
     const S: u64 = 1_000_000_000;
