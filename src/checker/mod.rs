@@ -31,9 +31,7 @@ pub mod shrink;
 #[cfg(test)]
 pub mod synth;
 #[cfg(test)]
-#[cfg(test)]
 mod tests;
-pub mod timeline;
 pub mod zookeeper;
 
 pub use linearizability::{check_history, CheckOptions, ModelKind};

@@ -20,9 +20,10 @@ use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::queue::check_queue;
 use crate::checker::result::{CheckResult, Counts, Validity};
 use crate::checker::zookeeper::{self, ZkOptions, ZkReport};
-use crate::checker::{check_history, timeline, CheckOptions};
+use crate::checker::{check_history, CheckOptions};
 use crate::db::replicas::Replicas;
 use crate::history::{Op, OpType, Process};
+use crate::report::timeline;
 use crate::store::{Figures, Results, RunFolder, TestConfig, SCHEMA};
 use crate::workload::WorkloadKind;
 

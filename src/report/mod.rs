@@ -1,6 +1,8 @@
-//! Plots of a test's history, as PNG files in the results folder: `latency-raw.png`,
-//! `latency-quantiles.png` and `rate.png`, each with the intervals when a fault was active
-//! shaded behind the data.
+//! What a person looks at after a run: plots of its history as PNG files in the results
+//! folder (`latency-raw.png`, `latency-quantiles.png`, `rate.png`, each with the intervals
+//! when a fault was active shaded behind the data), and [`timeline`], the `timeline.html`
+//! picture of the history. [`html::escape`] is the one escaping of text for HTML and XML;
+//! the fault kinds have one set of colours, in `style`.
 //!
 //! Text is drawn with an embedded font, so rendering needs neither fontconfig nor any font
 //! installed on the machine. [`pair_ops`] turns a history into operation spans for anyone else
@@ -10,12 +12,14 @@ mod buckets;
 mod canvas;
 mod clock_skew;
 mod font;
+pub mod html;
 mod latency_quantiles;
 mod latency_raw;
 mod op_spans;
 mod rate;
 pub mod recipes;
 mod style;
+pub mod timeline;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -31,7 +35,7 @@ pub use rate::plot_rate;
 
 /// What the plots are drawn from: the client operations, the faults, and the test's length.
 #[derive(Debug, Clone)]
-pub struct Timeline<'a> {
+pub struct PlotData<'a> {
     /// The client operations (not the nemesis's), in invocation order.
     pub ops: Vec<OpSpan<'a>>,
     /// When each fault was active.
@@ -40,11 +44,11 @@ pub struct Timeline<'a> {
     pub seconds: f64,
 }
 
-impl<'a> Timeline<'a> {
-    /// Reads the timeline out of a history (ops in history order).
-    pub fn new(history: &'a [Op]) -> Timeline<'a> {
+impl<'a> PlotData<'a> {
+    /// Reads the plot data out of a history (ops in history order).
+    pub fn new(history: &'a [Op]) -> PlotData<'a> {
         let end = history.iter().map(|o| o.time).max().unwrap_or(0);
-        Timeline {
+        PlotData {
             ops: pair_ops(history)
                 .into_iter()
                 .filter(|s| matches!(s.invoke.process, Process::Client(_)))
@@ -61,8 +65,8 @@ impl<'a> Timeline<'a> {
     }
 }
 
-/// A function that draws one plot of a timeline into a PNG file.
-pub type PlotFn = fn(&Timeline<'_>, &Path) -> anyhow::Result<PlotArea>;
+/// A function that draws one plot of the plot data into a PNG file.
+pub type PlotFn = fn(&PlotData<'_>, &Path) -> anyhow::Result<PlotArea>;
 
 /// The plots of a results folder: file name and how to draw it.
 pub const PLOTS: [(&str, PlotFn); 3] = [
@@ -74,12 +78,12 @@ pub const PLOTS: [(&str, PlotFn); 3] = [
 /// Draws `latency-raw.png`, `latency-quantiles.png` and `rate.png` for `history` into `dir`,
 /// and `clock-skew.png` when the history has clock faults, and returns their paths.
 pub fn write_plots(history: &[Op], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let timeline = Timeline::new(history);
+    let data = PlotData::new(history);
     let mut paths = PLOTS
         .into_iter()
         .map(|(name, plot)| {
             let path = dir.join(name);
-            plot(&timeline, &path).map(|_| path)
+            plot(&data, &path).map(|_| path)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let skew = dir.join("clock-skew.png");
@@ -186,12 +190,12 @@ mod tests {
     #[test]
     fn plots_shade_fault_intervals_and_only_them() {
         let history = synthetic_history();
-        let timeline = Timeline::new(&history);
-        assert_eq!(timeline.faults.len(), 2);
+        let data = PlotData::new(&history);
+        assert_eq!(data.faults.len(), 2);
         let dir = tempfile::tempdir().unwrap();
         for (name, plot) in PLOTS {
             let path = dir.path().join(name);
-            let area = plot(&timeline, &path).unwrap();
+            let area = plot(&data, &path).unwrap();
             let (w, h, rgb) = read_png(&path);
             assert_eq!((w, h), (WIDTH, HEIGHT), "{name}");
             for (t, kind, inside) in [

@@ -3,8 +3,9 @@
 //! One lane per process (the nemesis on top), a bar per operation from its invocation to its
 //! completion coloured by outcome (`ok`, `fail`, `info`, or never completed), the ops of a
 //! counterexample outlined and listed below the chart, and nemesis faults shaded across all
-//! lanes while they were in effect (by [`crate::history::fault_intervals`]). A history longer than [`MAX_ENTRIES`] is cut to a window of that many
-//! entries (around the marked ops if any, else from the start), with a note saying so.
+//! lanes while they were in effect (by [`crate::history::fault_intervals`], in the plots'
+//! colours). A history longer than [`MAX_ENTRIES`] is cut to a window of that many entries
+//! (around the marked ops if any, else from the start), with a note saying so.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -12,6 +13,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use super::html::escape;
+use super::style::{fault_css, BAND_OPACITY};
 use crate::history::{fault_intervals, FaultInterval, Op, OpType, Process};
 
 /// The most history entries (invocations plus completions) one timeline shows.
@@ -19,16 +22,6 @@ pub const MAX_ENTRIES: usize = 2000;
 
 /// Width of the lane labels, in pixels.
 const LABEL_PX: u32 = 90;
-
-/// Fill colours of the nemesis kinds the harness knows; others take `OTHER_FAULTS` in turn.
-const FAULT_COLOURS: [(&str, &str); 5] = [
-    ("partition", "#7e57c2"),
-    ("kill", "#e53935"),
-    ("pause", "#1e88e5"),
-    ("clock", "#00897b"),
-    ("packet", "#8d6e63"),
-];
-const OTHER_FAULTS: [&str; 3] = ["#c0ca33", "#d81b60", "#546e7a"];
 
 /// Renders a timeline of `ops` with the ops whose index is in `marked` outlined.
 pub fn render(ops: &[Op], marked: &[u64], title: &str) -> String {
@@ -314,26 +307,15 @@ fn bars<'a>(ops: &'a [Op], window: &Window, marked: &[u64]) -> Vec<Bar<'a>> {
     bars
 }
 
-/// A colour per fault kind.
-fn fault_colours(faults: &[FaultInterval]) -> BTreeMap<&str, &'static str> {
-    let mut colours = BTreeMap::new();
-    let mut others = OTHER_FAULTS.iter().cycle();
-    for fault in faults {
-        let kind = fault.kind.as_str();
-        if colours.contains_key(kind) {
-            continue;
-        }
-        let colour = FAULT_COLOURS
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map(|(_, c)| *c)
-            .unwrap_or_else(|| others.next().expect("cycle never ends"));
-        colours.insert(kind, colour);
-    }
-    colours
+/// The colour of each fault kind in `faults` (from the plots' table).
+fn fault_colours(faults: &[FaultInterval]) -> BTreeMap<&str, String> {
+    faults
+        .iter()
+        .map(|fault| (fault.kind.as_str(), fault_css(&fault.kind)))
+        .collect()
 }
 
-fn legend(html: &mut String, colours: &BTreeMap<&str, &str>) {
+fn legend(html: &mut String, colours: &BTreeMap<&str, String>) {
     html.push_str("<div class=\"legend\">");
     for (class, text) in [
         ("ok", "ok"),
@@ -435,23 +417,6 @@ fn seconds(ns: u64) -> String {
     format!("{}.{:06} s", ns / 1_000_000_000, ns % 1_000_000_000 / 1_000)
 }
 
-/// Escapes text for HTML content and attribute values.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\n' => out.push_str("&#10;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn css() -> String {
     format!(
         "body{{font:13px system-ui,sans-serif;margin:16px;color:#212121}}\
@@ -468,7 +433,7 @@ fn css() -> String {
          .lanes{{position:relative}}\
          .faults{{position:absolute;left:{LABEL_PX}px;right:0;top:0;bottom:0;\
          pointer-events:none}}\
-         .fault{{position:absolute;top:0;bottom:0;opacity:.18}}\
+         .fault{{position:absolute;top:0;bottom:0;opacity:{BAND_OPACITY}}}\
          .lane{{display:flex;height:22px;border-bottom:1px solid #eee}}\
          .label{{width:{LABEL_PX}px;flex:none;font-size:11px;line-height:22px;color:#333}}\
          .track{{position:relative;flex:1}}\
