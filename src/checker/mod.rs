@@ -23,6 +23,7 @@ pub mod models;
 pub mod mutex_overlap;
 #[cfg(test)]
 mod no_node_tests;
+pub mod overlap;
 pub mod parallel;
 pub mod queue;
 pub mod result;
