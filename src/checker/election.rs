@@ -104,20 +104,8 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::history::testing::{indexed, op};
-    use crate::history::Process;
+    use crate::history::testing::{history_ms as history, MsLine as Line};
     use OpType::{Info, Invoke, Ok as Done};
-
-    type Line = (u64, OpType, Option<u64>, &'static str, Value);
-
-    /// Builds a history from `(time_ms, kind, process, f, value)`; process `None` is the
-    /// nemesis.
-    fn history(lines: &[Line]) -> Vec<Op> {
-        indexed(lines.iter().map(|(ms, kind, process, f, value)| {
-            let process = process.map_or(Process::NEMESIS, Process::Client);
-            op(0, ms * 1_000_000, *kind, process, f).with_value(value.clone())
-        }))
-    }
 
     fn take(ms: u64, p: u64, token: i64) -> Line {
         (ms, Invoke, Some(p), LEAD, json!({ "token": token }))

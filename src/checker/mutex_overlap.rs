@@ -121,20 +121,8 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::history::testing::{indexed, op};
+    use crate::history::testing::{history_ms as history, MsLine as Line};
     use crate::history::OpType;
-
-    /// `(time_ms, kind, process, f, value)`; process `None` is the nemesis.
-    type Line = (u64, OpType, Option<u64>, &'static str, Value);
-
-    /// Builds a history from lines.
-    fn history(lines: &[Line]) -> Vec<Op> {
-        indexed(lines.iter().map(|(ms, kind, process, f, value)| {
-            let process = process.map_or(Process::NEMESIS, Process::Client);
-            op(0, ms * 1_000_000, *kind, process, f).with_value(value.clone())
-        }))
-    }
-
     use OpType::{Info, Invoke, Ok as Done};
 
     fn enter(ms: u64, p: u64, token: i64) -> Line {

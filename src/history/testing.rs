@@ -1,6 +1,6 @@
 //! The one builder of hand-written histories for unit tests: [`op`] (or [`invoke`] and
 //! [`complete`]) makes an [`Op`], the `with_*` methods fill in its optional fields, and
-//! [`history`] or [`indexed`] number a list of them.
+//! [`history`] or [`indexed`] number a list of them; [`history_ms`] numbers [`MsLine`]s.
 
 use super::{Op, OpType, Process};
 
@@ -48,6 +48,18 @@ pub fn history(ops: &[Op]) -> Vec<Op> {
             ..op.clone()
         })
         .collect()
+}
+
+/// A line of a test history timed in milliseconds: `(time_ms, type, process, f, value)`,
+/// process `None` being the nemesis.
+pub type MsLine = (u64, OpType, Option<u64>, &'static str, serde_json::Value);
+
+/// Numbers `lines` into a history, keeping their times (milliseconds).
+pub fn history_ms(lines: &[MsLine]) -> Vec<Op> {
+    indexed(lines.iter().map(|(ms, kind, process, f, value)| {
+        let process = process.map_or(Process::NEMESIS, Process::Client);
+        op(0, ms * 1_000_000, *kind, process, f).with_value(value.clone())
+    }))
 }
 
 /// Numbers the positions of `ops` from 0, keeping their times.
