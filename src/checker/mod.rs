@@ -22,6 +22,7 @@ pub mod models;
 pub mod mutex_overlap;
 #[cfg(test)]
 mod no_node_tests;
+pub mod overlap;
 pub mod parallel;
 pub mod result;
 pub mod search;
@@ -29,10 +30,7 @@ pub mod shrink;
 #[cfg(test)]
 pub mod synth;
 #[cfg(test)]
-pub mod testing;
-#[cfg(test)]
 mod tests;
-pub mod timeline;
 pub mod zookeeper;
 
 pub use linearizability::{check_history, CheckOptions, ModelKind};

@@ -54,22 +54,10 @@ fn open_holder(ops: &[Op], f: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Process;
+    use crate::history::{testing, Process};
 
     fn op(index: u64, kind: OpType, process: u64, f: &str, node: &str) -> Op {
-        Op {
-            index,
-            time: index,
-            kind,
-            process: Process::Client(process),
-            f: f.into(),
-            value: serde_json::Value::Null,
-            key: None,
-            node: Some(node.into()),
-            error: None,
-            zxid: None,
-            version: None,
-        }
+        testing::op(index, index, kind, Process::Client(process), f).on_node(node)
     }
 
     #[test]

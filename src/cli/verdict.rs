@@ -11,9 +11,9 @@ use crate::checker::exposure::exposure;
 use crate::checker::formats::{self, Format};
 use crate::checker::lost::check_lost;
 use crate::checker::result::{Counts, Validity};
-use crate::checker::timeline;
 use crate::db::replicas::Replicas;
 use crate::history::{Op, OpType, Process};
+use crate::report::timeline;
 use crate::store::{Results, RunFolder, TestConfig, SCHEMA};
 use crate::workload::{self, Judged, Workload};
 

@@ -10,8 +10,9 @@ use super::catalog::{self, Run, SuiteRun};
 use super::latency::RunStats;
 use super::paths::{encode, encode_path};
 use crate::history::Quantiles;
+use crate::report::html::escape;
 use crate::store::{Figures, Results};
-use crate::suite::html::{escape, STYLE};
+use crate::suite::html::STYLE;
 use crate::suite::Verdict;
 
 /// Filters of the index, from its query string.

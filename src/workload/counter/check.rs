@@ -186,32 +186,32 @@ fn see(report: &mut CounterReport, seen: &mut HashMap<u64, i64>, op: &Op, proces
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checker::testing::{history, Line};
+    use crate::history::testing::{complete, history, invoke};
 
-    fn add(process: u64, total: &str) -> [Line; 2] {
+    fn add(process: u64, total: &str) -> [Op; 2] {
         [
-            Line::invoke(process, "add", "1"),
-            Line::complete(process, "ok", "add", total),
+            invoke(process, "add", "1"),
+            complete(process, "ok", "add", total),
         ]
     }
 
-    fn read(process: u64, total: &str) -> [Line; 2] {
+    fn read(process: u64, total: &str) -> [Op; 2] {
         [
-            Line::invoke(process, "read", "null"),
-            Line::complete(process, "ok", "read", total),
+            invoke(process, "read", "null"),
+            complete(process, "ok", "read", total),
         ]
     }
 
-    fn final_read(process: u64, total: &str) -> [Line; 2] {
+    fn final_read(process: u64, total: &str) -> [Op; 2] {
         [
-            Line::invoke(process, "read", "\"final\""),
-            Line::complete(process, "ok", "read", total),
+            invoke(process, "read", "\"final\""),
+            complete(process, "ok", "read", total),
         ]
     }
 
     /// Three adds by two processes, reads between them, a final read of `last`.
     fn run(last: &str) -> Vec<Op> {
-        let mut lines: Vec<Line> = Vec::new();
+        let mut lines: Vec<Op> = Vec::new();
         lines.extend(add(1, "1"));
         lines.extend(read(2, "1"));
         lines.extend(add(2, "2"));
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn two_adds_producing_one_total_lost_an_increment() {
-        let mut lines: Vec<Line> = Vec::new();
+        let mut lines: Vec<Op> = Vec::new();
         lines.extend(add(1, "1"));
         lines.extend(add(2, "1"));
         let report = check_counter(&history(&lines));
@@ -247,10 +247,10 @@ mod tests {
 
     #[test]
     fn a_read_above_the_adds_invoked_is_a_phantom() {
-        let mut lines: Vec<Line> = Vec::new();
+        let mut lines: Vec<Op> = Vec::new();
         lines.extend(add(1, "1"));
-        lines.push(Line::invoke(1, "add", "1"));
-        lines.push(Line::complete(1, "fail", "add", "1").error("bad-arguments"));
+        lines.push(invoke(1, "add", "1"));
+        lines.push(complete(1, "fail", "add", "1").with_error("bad-arguments"));
         lines.extend(read(2, "2"));
         let report = check_counter(&history(&lines));
         assert_eq!(report.counts["phantom-increment"], 1, "{report:?}");
@@ -260,10 +260,10 @@ mod tests {
     #[test]
     fn an_unknown_add_may_or_may_not_count() {
         for last in ["1", "2"] {
-            let mut lines: Vec<Line> = Vec::new();
+            let mut lines: Vec<Op> = Vec::new();
             lines.extend(add(1, "1"));
-            lines.push(Line::invoke(2, "add", "1"));
-            lines.push(Line::complete(2, "info", "add", "1").error("deadline"));
+            lines.push(invoke(2, "add", "1"));
+            lines.push(complete(2, "info", "add", "1").with_error("deadline"));
             lines.extend(final_read(3, last));
             let report = check_counter(&history(&lines));
             assert!(report.valid, "{last}: {report:?}");
@@ -274,7 +274,7 @@ mod tests {
     fn a_stale_read_that_is_not_final_is_no_lost_increment() {
         // Unsynced reads may be served by a follower behind: only final reads are held to
         // the acknowledged adds, and a process's reads only to what it saw itself.
-        let mut lines: Vec<Line> = Vec::new();
+        let mut lines: Vec<Op> = Vec::new();
         lines.extend(add(1, "1"));
         lines.extend(add(1, "2"));
         lines.extend(read(2, "0"));
@@ -286,8 +286,8 @@ mod tests {
     #[test]
     fn no_node_on_the_counter_and_no_final_read_are_reported() {
         let lines = [
-            Line::invoke(1, "read", "null"),
-            Line::complete(1, "fail", "read", "null").error("no-node"),
+            invoke(1, "read", "null"),
+            complete(1, "fail", "read", "null").with_error("no-node"),
         ];
         let report = check_counter(&history(&lines));
         assert_eq!(report.counts["counter-gone"], 1);
