@@ -58,10 +58,6 @@ mod shrink;
 #[cfg_attr(test, allow(unused))]
 #[path = "../src/checker/synth.rs"]
 mod synth;
-#[cfg(test)]
-#[allow(dead_code)]
-#[path = "../src/checker/testing.rs"]
-mod testing;
 
 use std::time::{Duration, Instant};
 

@@ -1,12 +1,16 @@
 //! `stampede`: a Jepsen-style black-box test harness for ZooKeeper.
 //!
-//! The modules follow the pipeline of a test run:
-//! [`control`] (SSH to nodes) → [`cluster`] (local namespace nodes) → [`db`] (ZooKeeper on
-//! the nodes) → [`client`] (sessions and how operations end) → [`workload`] (what the
-//! processes do) → [`generator`] (pacing and the nemesis schedule) → [`nemesis`] (faults and
-//! their healing) → [`history`] (recorded operations) → [`checker`] (models and verdicts) →
-//! [`report`] (plots) → [`store`] (the results folder) → [`cli`] (the commands a person
-//! types, with [`suite`] and [`serve`]).
+//! A run flows through the modules in this order, and each module uses only the ones before
+//! it (`layers.rs` checks it):
+//! [`config`] (workload and nemesis files, durations) → [`control`] (SSH to nodes) →
+//! [`cluster`] (local namespace nodes) → [`db`] (ZooKeeper or keeperd on the nodes) →
+//! [`history`] (recorded operations, and when faults were active) → [`nemesis`] (faults and
+//! their healing) → [`client`] (sessions and how operations end) → [`generator`] (pacing, the
+//! nemesis schedule, the heal) → [`checker`] (models and the checkers every workload shares)
+//! → [`report`] (plots, timelines) → [`workload`] (each workload: what its processes run,
+//! how its history is judged, its figures — Jepsen's shape, composing the stages before it)
+//! → [`store`] (the results folder) → [`cli`] (the commands a person types, with [`suite`]
+//! and [`serve`]). [`progress`] draws the progress bar of a run.
 
 mod checker;
 mod cli;
@@ -17,6 +21,8 @@ mod control;
 mod db;
 mod generator;
 mod history;
+#[cfg(test)]
+mod layers;
 mod nemesis;
 mod progress;
 mod report;

@@ -140,7 +140,7 @@ mod tests {
     use super::*;
 
     fn op(process: Process, kind: OpType, f: &str) -> Op {
-        crate::report::test_history::op(0, 0, kind, process, f)
+        crate::history::testing::op(0, 0, kind, process, f)
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `stampede check` on the fixture histories in `tests/fixtures/checker/<case>/` (stampede's
 //! own format) and `tests/fixtures/jepsen/<case>/` (Jepsen's formats; see its README): each
 //! folder's `args` file holds the flags, and each file's name says the verdict it must get
-//! (`valid-*` exits 0, `invalid-*` exits 1), alone and with its folder checked in one run.
+//! (`valid-*` exits 0, `invalid-*` exits 1), alone and with its folder checked in one run;
+//! and `stampede check` on run folders written by an earlier stampede
+//! (`tests/fixtures/before-redesign/`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -326,4 +328,52 @@ fn initial_value_and_time_limit_flags_apply() {
     );
     let out = stampede(&["check", f, "--time-limit", "soon"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Run folders stampede wrote before its workloads took one shape (`test.yaml` in the first
+/// layout, a section per workload with the session fields in each), one per workload, each
+/// run on a 3-node ZooKeeper under kills: judged again, each `results.json` is the same in
+/// every field — verdict, verdict line, exposure, the checkers' reports, the run's summary
+/// and the figures.
+#[test]
+fn runs_written_before_the_redesign_are_judged_the_same() {
+    let root = fixtures().parent().unwrap().join("before-redesign");
+    let scratch = std::env::temp_dir().join(format!("stampede-before-{}", std::process::id()));
+    let mut judged = 0;
+    for test in std::fs::read_dir(&root).unwrap() {
+        let test = test.unwrap().path();
+        for run in std::fs::read_dir(&test).unwrap() {
+            let run = run.unwrap().path();
+            let copy = scratch.join(test.file_name().unwrap());
+            std::fs::create_dir_all(&copy).unwrap();
+            for file in ["history.jsonl", "test.yaml"] {
+                std::fs::copy(run.join(file), copy.join(file)).unwrap();
+            }
+            // Of the stored results only what a check reads back stays: why the run stopped
+            // early (it did not) and the run's own summary; every judged field is cleared.
+            let stored: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+            let kept = serde_json::json!({
+                "schema": stored["schema"],
+                "valid": "unknown",
+                "aborted": stored["aborted"],
+                "run": stored.get("run").cloned().unwrap_or(serde_json::Value::Null),
+            });
+            std::fs::write(copy.join("results.json"), kept.to_string()).unwrap();
+            let out = stampede(&["check", copy.to_str().unwrap()]);
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.status.code(), Some(0), "{said}");
+            let read = |dir: &Path| -> serde_json::Value {
+                serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+            };
+            assert_eq!(read(&copy), read(&run), "{}", run.display());
+            judged += 1;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert_eq!(judged, 5, "one run per workload of the time");
 }

@@ -224,7 +224,7 @@ fn skipping_trunc_leaves_a_replica_diverged(cluster: &TestCluster) {
         "--set",
         "generator.concurrency=9",
         "--set",
-        "register.op_timeout=1500ms",
+        "session.op_timeout=1500ms",
     ];
     args.extend_from_slice(PARTITION_LEADER);
     caught(cluster, "skip-trunc", &args, "replicas: DIVERGED");

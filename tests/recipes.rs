@@ -100,8 +100,8 @@ fn lock_sequential_assuming_loss_survives_partitions_and_kills(cluster: &TestClu
     let nemesis = nemesis.display().to_string();
     let sets = [
         "lock.on_disconnect=assume-lost",
-        "lock.session_timeout=6s",
-        "lock.op_timeout=3s",
+        "session.session_timeout=6s",
+        "session.op_timeout=3s",
         "generator.time_limit=30s",
         "generator.nemesis_interval=3s",
         "generator.nemesis_duration=6s",
@@ -168,7 +168,7 @@ fn isolating_the_holder_catches_keep_but_not_assume_lost(cluster: &TestCluster) 
             policy,
             "lock.hold=24s",
             "lock.steps=24",
-            "lock.session_timeout=10s",
+            "session.session_timeout=10s",
             "generator.concurrency=3",
             "generator.time_limit=28s",
             "generator.nemesis_interval=2s",

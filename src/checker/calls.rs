@@ -125,17 +125,17 @@ pub fn pair(ops: &[Op]) -> anyhow::Result<Vec<Call<'_>>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{history, Line};
     use super::*;
+    use crate::history::testing::{complete, history, invoke};
 
     #[test]
     fn pairs_by_process_and_leaves_open_invocations_as_info() {
         let ops = history(&[
-            Line::invoke(1, "write", "3"),
-            Line::invoke(2, "read", "null"),
-            Line::complete(2, "ok", "read", "3"),
-            Line::complete(1, "info", "write", "null"),
-            Line::invoke(1, "read", "null"),
+            invoke(1, "write", "3"),
+            invoke(2, "read", "null"),
+            complete(2, "ok", "read", "3"),
+            complete(1, "info", "write", "null"),
+            invoke(1, "read", "null"),
         ]);
         let calls = pair(&ops).unwrap();
         assert_eq!(calls.len(), 3);
@@ -149,22 +149,16 @@ mod tests {
 
     #[test]
     fn rejects_orphan_completion_and_double_invoke() {
-        let orphan = history(&[Line::complete(1, "ok", "read", "3")]);
+        let orphan = history(&[complete(1, "ok", "read", "3")]);
         let e = pair(&orphan).unwrap_err().to_string();
         assert!(
             e.contains("op 0") && e.contains("without an open invocation"),
             "{e}"
         );
-        let double = history(&[
-            Line::invoke(1, "read", "null"),
-            Line::invoke(1, "write", "1"),
-        ]);
+        let double = history(&[invoke(1, "read", "null"), invoke(1, "write", "1")]);
         let e = pair(&double).unwrap_err().to_string();
         assert!(e.contains("op 1") && e.contains("still open"), "{e}");
-        let mismatch = history(&[
-            Line::invoke(1, "read", "null"),
-            Line::complete(1, "ok", "write", "1"),
-        ]);
+        let mismatch = history(&[invoke(1, "read", "null"), complete(1, "ok", "write", "1")]);
         assert!(pair(&mismatch).is_err());
     }
 }

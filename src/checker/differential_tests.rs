@@ -23,8 +23,8 @@ use super::models::{
 };
 use super::result::Validity;
 use super::search::{run, search, Limits, MemoryBudget, Mode, Run, SearchOp, Verdict};
-use super::testing::{history, Line};
 use super::{check_history, CheckOptions, ModelKind};
+use crate::history::testing::{complete, history, invoke};
 use crate::history::{Op, OpType, Process};
 
 /// Whether some order of `ops` (indefinite ones optional) takes `step` from `state` through
@@ -407,7 +407,7 @@ fn random_history(model: &str, rng: &mut StdRng) -> Vec<Op> {
             None if invoked < calls => {
                 let (f, arg, result) = random_call(model, rng);
                 let end = ["ok", "ok", "fail", "info"][rng.gen_range(0..4)];
-                lines.push(Line::invoke(p as u64, f, &arg.to_string()));
+                lines.push(invoke(p as u64, f, &arg.to_string()));
                 open[p] = Some((f, arg, result, end));
                 invoked += 1;
             }
@@ -419,7 +419,7 @@ fn random_history(model: &str, rng: &mut StdRng) -> Vec<Op> {
                     "ok" if !result.is_null() => result,
                     _ => arg,
                 };
-                lines.push(Line::complete(p as u64, end, f, &value.to_string()));
+                lines.push(complete(p as u64, end, f, &value.to_string()));
             }
         }
     }

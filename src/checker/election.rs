@@ -5,52 +5,26 @@
 //! Each `lead` runs from its invocation (the candidate took office) to its completion (it
 //! resigned, `ok`, or stopped because of its session, `info`); a term never completed lasts to
 //! the end of the history. Two terms of different processes that overlap are a violation,
-//! reported with both processes and tokens, when, for how long, and the faults active then.
+//! found by the shared [`super::overlap`] checker (locks ask the same question of their
+//! critical sections).
 //! Time without a leader runs from the first term to the end of the history; a failover is a
 //! gap between the end of a term (with nobody else in office) and the next term's beginning.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::history::{Op, OpType, Process, Quantiles};
-use crate::report::{nemesis_intervals, NemesisInterval};
+use super::overlap::{overlaps, tenures, Overlap, Tenure, Wording};
+use crate::history::{Op, OpType, Quantiles};
 
 /// The function name of a term in office.
 const LEAD: &str = "lead";
 
-/// One term in office as recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Term {
-    process: u64,
-    token: Option<i64>,
-    begin: u64,
-    end: u64,
-    completed: bool,
-    lost: bool,
-}
-
-/// Two terms in office that overlapped: two leaders at once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DualLeadership {
-    /// The leader that took office first.
-    pub first: u64,
-    /// Its token (the czxid of the znode that made it leader).
-    pub first_token: Option<i64>,
-    /// The leader that took office while the first was still in office.
-    pub second: u64,
-    /// Its token.
-    pub second_token: Option<i64>,
-    /// When the overlap began: nanoseconds since the start of the test.
-    pub at_ns: u64,
-    /// How long both were in office, in nanoseconds (to the end of the history if one never
-    /// left).
-    pub duration_ns: u64,
-    /// Whether neither term had ended when the overlap ended (the history ended first).
-    pub open_ended: bool,
-    /// The kinds of faults active at some point during the overlap.
-    pub nemesis: Vec<String>,
-}
+/// How errors about malformed terms read.
+const LEAD_WORDING: Wording = Wording {
+    enters_twice: "takes office while already in office",
+    leaves_unentered: "leaves an office it never took",
+};
 
 /// The verdict on the terms of an election history.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -64,7 +38,7 @@ pub struct ElectionVerdict {
     /// Terms per process that led at least once.
     pub terms_per_leader: BTreeMap<u64, u64>,
     /// Every overlap of two terms, by the time it began.
-    pub overlaps: Vec<DualLeadership>,
+    pub overlaps: Vec<Overlap>,
     /// Time without a leader, from the first term to the end of the history, in nanoseconds.
     pub leaderless_ns: u64,
     /// The longest stretch without a leader, in nanoseconds.
@@ -79,22 +53,20 @@ pub struct ElectionVerdict {
 /// without having begun or begins while its process is already in office.
 pub fn check_election(ops: &[Op]) -> anyhow::Result<ElectionVerdict> {
     let history_end = ops.iter().map(|o| o.time).max().unwrap_or(0);
-    let mut terms = terms(ops, history_end)?;
-    terms.sort_by_key(|t| (t.begin, t.process));
-    let faults = nemesis_intervals(ops);
-    let overlaps = overlaps(&terms, &faults);
+    let terms = tenures(ops, LEAD, &LEAD_WORDING)?;
+    let overlaps = overlaps(&terms, ops);
 
     let mut gaps = Vec::new();
     let mut failover = Vec::new();
     let mut after_loss = Vec::new();
     // The term whose end is the latest so far: whether the office is filled until then.
-    let mut latest: Option<&Term> = None;
+    let mut latest: Option<&Tenure> = None;
     for term in &terms {
         if let Some(prev) = latest.filter(|p| p.end <= term.begin) {
             let gap = term.begin - prev.end;
             gaps.push(gap);
             failover.push(gap);
-            if prev.lost {
+            if lost(prev) {
                 after_loss.push(gap);
             }
         }
@@ -112,7 +84,7 @@ pub fn check_election(ops: &[Op]) -> anyhow::Result<ElectionVerdict> {
     Ok(ElectionVerdict {
         valid: overlaps.is_empty(),
         terms: terms.len() as u64,
-        terms_lost: terms.iter().filter(|t| t.lost).count() as u64,
+        terms_lost: terms.iter().filter(|t| lost(t)).count() as u64,
         terms_per_leader,
         overlaps,
         leaderless_ns: gaps.iter().sum(),
@@ -122,81 +94,9 @@ pub fn check_election(ops: &[Op]) -> anyhow::Result<ElectionVerdict> {
     })
 }
 
-/// Every pair of overlapping terms of `terms` (sorted by beginning).
-fn overlaps(terms: &[Term], faults: &[NemesisInterval]) -> Vec<DualLeadership> {
-    let mut found = Vec::new();
-    let mut in_office: Vec<&Term> = Vec::new();
-    for term in terms {
-        in_office.retain(|other| other.end > term.begin || !other.completed);
-        for other in &in_office {
-            let end = other.end.min(term.end);
-            found.push(DualLeadership {
-                first: other.process,
-                first_token: other.token,
-                second: term.process,
-                second_token: term.token,
-                at_ns: term.begin,
-                duration_ns: end - term.begin,
-                open_ended: !((other.completed && other.end == end)
-                    || (term.completed && term.end == end)),
-                nemesis: active_during(faults, term.begin, end),
-            });
-        }
-        in_office.push(term);
-    }
-    found
-}
-
-/// The terms of a history; a term never completed lasts to `history_end`.
-fn terms(ops: &[Op], history_end: u64) -> anyhow::Result<Vec<Term>> {
-    let mut open: HashMap<u64, Term> = HashMap::new();
-    let mut done = Vec::new();
-    for op in ops.iter().filter(|o| o.f == LEAD) {
-        let Process::Client(process) = op.process else {
-            continue;
-        };
-        if op.kind == OpType::Invoke {
-            let term = Term {
-                process,
-                token: op.value.get("token").and_then(|t| t.as_i64()),
-                begin: op.time,
-                end: history_end,
-                completed: false,
-                lost: false,
-            };
-            if open.insert(process, term).is_some() {
-                anyhow::bail!(
-                    "op {}: process {process} takes office while already in office",
-                    op.index
-                );
-            }
-            continue;
-        }
-        let Some(mut term) = open.remove(&process) else {
-            anyhow::bail!(
-                "op {}: process {process} leaves an office it never took",
-                op.index
-            );
-        };
-        term.end = op.time;
-        term.completed = true;
-        term.lost = op.kind != OpType::Ok;
-        done.push(term);
-    }
-    done.extend(open.into_values());
-    Ok(done)
-}
-
-/// The kinds of the faults active at some point in `[from, to]`, without repeats.
-fn active_during(faults: &[NemesisInterval], from: u64, to: u64) -> Vec<String> {
-    let mut kinds: Vec<String> = faults
-        .iter()
-        .filter(|f| f.start <= to && f.end >= from)
-        .map(|f| f.kind.clone())
-        .collect();
-    kinds.sort();
-    kinds.dedup();
-    kinds
+/// Whether a term ended because the leader's session was lost (`info`, not a resignation).
+fn lost(term: &Tenure) -> bool {
+    term.completion.is_some_and(|c| c.kind != OpType::Ok)
 }
 
 #[cfg(test)]
@@ -204,31 +104,8 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
+    use crate::history::testing::{history_ms as history, MsLine as Line};
     use OpType::{Info, Invoke, Ok as Done};
-
-    type Line = (u64, OpType, Option<u64>, &'static str, Value);
-
-    /// Builds a history from `(time_ms, kind, process, f, value)`; process `None` is the
-    /// nemesis.
-    fn history(lines: &[Line]) -> Vec<Op> {
-        lines
-            .iter()
-            .enumerate()
-            .map(|(i, (ms, kind, process, f, value))| Op {
-                index: i as u64,
-                time: ms * 1_000_000,
-                kind: *kind,
-                process: process.map_or(Process::NEMESIS, Process::Client),
-                f: f.to_string(),
-                value: value.clone(),
-                key: None,
-                node: None,
-                error: None,
-                zxid: None,
-                version: None,
-            })
-            .collect()
-    }
 
     fn take(ms: u64, p: u64, token: i64) -> Line {
         (ms, Invoke, Some(p), LEAD, json!({ "token": token }))
@@ -286,7 +163,7 @@ mod tests {
         assert!(!v.valid);
         assert_eq!(
             v.overlaps,
-            [DualLeadership {
+            [Overlap {
                 first: 1,
                 first_token: Some(100),
                 second: 2,

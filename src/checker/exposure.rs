@@ -197,12 +197,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::report::test_history::op;
+    use crate::history::testing::op;
 
     fn nemesis(index: u64, secs: u64, kind: OpType, f: &str, value: Value) -> Op {
-        let mut op = op(index, secs * 1_000_000_000, kind, Process::NEMESIS, f);
-        op.value = value;
-        op
+        op(index, secs * 1_000_000_000, kind, Process::NEMESIS, f).with_value(value)
     }
 
     fn start(index: u64, secs: u64, kind: &str, target: &str) -> Op {
@@ -247,11 +245,8 @@ mod tests {
 
     #[test]
     fn a_start_that_failed_or_touched_no_server_is_a_shortfall() {
-        let failed = {
-            let mut op = done(1, 2, "start-kill", Value::Null);
-            op.error = Some("target leader: no node leads right now".into());
-            op
-        };
+        let failed = done(1, 2, "start-kill", Value::Null)
+            .with_error("target leader: no node leads right now");
         let ops = vec![
             start(0, 1, "kill", "leader"),
             failed,

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::history::{Op, OpType, Process};
-use crate::report::nemesis_intervals;
+use crate::history::{fault_intervals, Op, OpType, Process};
 
 /// When judging starts and how long a stall must last to count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +184,7 @@ fn calls<'a>(ops: &'a [Op], fs: &[&str]) -> Vec<(&'a Op, Option<&'a Op>)> {
 /// Finds the stalls of `activity` in the judged time of `ops`.
 fn judge(ops: &[Op], activity: Activity, options: LivenessOptions) -> LivenessReport {
     let end = history_end(ops);
-    let faults = nemesis_intervals(ops);
+    let faults = fault_intervals(ops);
     let from = match faults.iter().map(|f| f.end).max() {
         Some(healed) => healed + options.settle.as_nanos() as u64,
         None => ops.first().map_or(0, |o| o.time),
@@ -293,24 +292,12 @@ fn stall(activity: &Activity, at: u64, until: u64, open_ended: bool) -> Stall {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::NemesisTag;
+    use crate::history::{testing, NemesisTag};
 
     const MS: u64 = 1_000_000;
 
     fn op(time_ms: u64, kind: OpType, process: Process, f: &str) -> Op {
-        Op {
-            index: 0,
-            time: time_ms * MS,
-            kind,
-            process,
-            f: f.into(),
-            value: serde_json::Value::Null,
-            key: None,
-            node: Some("n1".into()),
-            error: None,
-            zxid: None,
-            version: None,
-        }
+        testing::op(0, time_ms * MS, kind, process, f).on_node("n1")
     }
 
     fn c(p: u64) -> Process {

@@ -77,18 +77,19 @@ impl LostReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checker::testing::{history, Line};
+    use crate::history::testing::{complete, history, invoke};
 
     #[test]
     fn a_recorded_loss_invalidates_and_other_errors_do_not() {
         let ops = history(&[
-            Line::invoke(1, "acquire", "null"),
-            Line::complete(1, "fail", "acquire", "null").error("no-node"),
-            Line::invoke(2, "acquire", "null"),
-            Line::complete(2, "fail", "acquire", "null")
-                .error("lost: the lock directory /l, created at setup and never deleted, is gone"),
-            Line::invoke(3, "release", "null"),
-            Line::complete(3, "info", "release", "null").error("lost-connection"),
+            invoke(1, "acquire", "null"),
+            complete(1, "fail", "acquire", "null").with_error("no-node"),
+            invoke(2, "acquire", "null"),
+            complete(2, "fail", "acquire", "null").with_error(
+                "lost: the lock directory /l, created at setup and never deleted, is gone",
+            ),
+            invoke(3, "release", "null"),
+            complete(3, "info", "release", "null").with_error("lost-connection"),
         ]);
         let report = check_lost(&ops);
         assert!(!report.valid);
@@ -104,8 +105,8 @@ mod tests {
         );
         assert_eq!(report.marked_ops(), [3]);
         let twin = history(&[
-            Line::invoke(2, "acquire", "null"),
-            Line::complete(2, "ok", "acquire", "7"),
+            invoke(2, "acquire", "null"),
+            complete(2, "ok", "acquire", "7"),
         ]);
         assert!(check_lost(&twin).valid);
     }

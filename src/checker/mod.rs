@@ -6,7 +6,6 @@
 //! ([`engine`], [`search`], [`cache`]), and shrinks a failing part to a counterexample
 //! ([`shrink`]). The verdict is a [`result::CheckResult`].
 
-pub mod barrier;
 pub mod cache;
 pub mod calls;
 #[cfg(test)]
@@ -23,18 +22,15 @@ pub mod models;
 pub mod mutex_overlap;
 #[cfg(test)]
 mod no_node_tests;
+pub mod overlap;
 pub mod parallel;
-pub mod queue;
 pub mod result;
 pub mod search;
 pub mod shrink;
 #[cfg(test)]
 pub mod synth;
 #[cfg(test)]
-mod testing;
-#[cfg(test)]
 mod tests;
-pub mod timeline;
 pub mod zookeeper;
 
 pub use linearizability::{check_history, CheckOptions, ModelKind};

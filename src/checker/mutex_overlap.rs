@@ -3,53 +3,25 @@
 //!
 //! Each `hold` runs from its invocation (the holder entered) to its completion (it left); a
 //! hold never completed lasts to the end of the history. Any two holds of different processes
-//! that overlap are a violation, reported with both processes and tokens, when it began, how
-//! long it lasted and the faults active then. The acquire/release operations are checked
+//! that overlap are a violation, found by the shared [`super::overlap`] checker (elections
+//! ask the same question of their terms). The acquire/release operations are checked
 //! separately against the `mutex` or `fenced-mutex` model by [`check_lock_model`].
-
-use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::overlap::{overlaps, tenures, Overlap, Wording};
 use crate::checker::result::{CheckResult, Validity};
 use crate::checker::{check_history, CheckOptions, ModelKind};
-use crate::history::{Op, OpType, Process};
-use crate::report::{nemesis_intervals, NemesisInterval};
+use crate::history::{Op, Process};
 
 /// The function name of a critical section.
 const HOLD: &str = "hold";
 
-/// One critical section as recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Hold {
-    process: u64,
-    token: Option<i64>,
-    begin: u64,
-    end: u64,
-    completed: bool,
-}
-
-/// Two critical sections that overlapped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Overlap {
-    /// The process that entered first.
-    pub first: u64,
-    /// Its fencing token.
-    pub first_token: Option<i64>,
-    /// The process that entered while the first was inside.
-    pub second: u64,
-    /// Its fencing token.
-    pub second_token: Option<i64>,
-    /// When the overlap began: nanoseconds since the start of the test.
-    pub at_ns: u64,
-    /// How long both were inside, in nanoseconds (to the end of the history if one never
-    /// left).
-    pub duration_ns: u64,
-    /// Whether one of the two never left before the history ended.
-    pub open_ended: bool,
-    /// The kinds of faults active at some point during the overlap.
-    pub nemesis: Vec<String>,
-}
+/// How errors about malformed critical sections read.
+const HOLD_WORDING: Wording = Wording {
+    enters_twice: "enters a critical section while inside one",
+    leaves_unentered: "leaves a critical section it never entered",
+};
 
 /// The verdict on the critical sections of a lock history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,94 +39,19 @@ pub struct MutualExclusion {
 /// Checks that no two `hold` operations of a history overlap. Errors (naming the op's index)
 /// when a hold completes without having begun or begins twice.
 pub fn check_mutual_exclusion(ops: &[Op]) -> anyhow::Result<MutualExclusion> {
-    let (holds, stale) = holds(ops)?;
-    let faults = nemesis_intervals(ops);
-    let mut sorted: Vec<&Hold> = holds.iter().collect();
-    sorted.sort_by_key(|h| (h.begin, h.process));
-    let mut overlaps = Vec::new();
-    let mut inside: Vec<&Hold> = Vec::new();
-    for hold in sorted {
-        inside.retain(|other| other.end > hold.begin || !other.completed);
-        for other in &inside {
-            let end = other.end.min(hold.end);
-            overlaps.push(Overlap {
-                first: other.process,
-                first_token: other.token,
-                second: hold.process,
-                second_token: hold.token,
-                at_ns: hold.begin,
-                duration_ns: end - hold.begin,
-                open_ended: !((other.completed && other.end == end)
-                    || (hold.completed && hold.end == end)),
-                nemesis: active_during(&faults, hold.begin, end),
-            });
-        }
-        inside.push(hold);
-    }
+    let holds = tenures(ops, HOLD, &HOLD_WORDING)?;
+    let overlaps = overlaps(&holds, ops);
+    // Each completion reports the steps the resource rejected as stale during its hold.
+    let stale = holds
+        .iter()
+        .filter_map(|h| h.completion?.value.get("rejected")?.as_u64())
+        .sum();
     Ok(MutualExclusion {
         valid: overlaps.is_empty(),
         holds: holds.len() as u64,
         overlaps,
         stale_steps_rejected: stale,
     })
-}
-
-/// The holds of a history and the stale steps their completions report.
-fn holds(ops: &[Op]) -> anyhow::Result<(Vec<Hold>, u64)> {
-    let history_end = ops.iter().map(|o| o.time).max().unwrap_or(0);
-    let mut open: HashMap<u64, Hold> = HashMap::new();
-    let mut done = Vec::new();
-    let mut stale = 0;
-    for op in ops.iter().filter(|o| o.f == HOLD) {
-        let Process::Client(process) = op.process else {
-            continue;
-        };
-        if op.kind == OpType::Invoke {
-            let token = op.value.get("token").and_then(|t| t.as_i64());
-            let hold = Hold {
-                process,
-                token,
-                begin: op.time,
-                end: history_end,
-                completed: false,
-            };
-            if open.insert(process, hold).is_some() {
-                anyhow::bail!(
-                    "op {}: process {process} enters a critical section while inside one",
-                    op.index
-                );
-            }
-            continue;
-        }
-        let Some(mut hold) = open.remove(&process) else {
-            anyhow::bail!(
-                "op {}: process {process} leaves a critical section it never entered",
-                op.index
-            );
-        };
-        hold.end = op.time;
-        hold.completed = true;
-        stale += op
-            .value
-            .get("rejected")
-            .and_then(|r| r.as_u64())
-            .unwrap_or(0);
-        done.push(hold);
-    }
-    done.extend(open.into_values());
-    Ok((done, stale))
-}
-
-/// The kinds of the faults active at some point in `[from, to]`, without repeats.
-fn active_during(faults: &[NemesisInterval], from: u64, to: u64) -> Vec<String> {
-    let mut kinds: Vec<String> = faults
-        .iter()
-        .filter(|f| f.start <= to && f.end >= from)
-        .map(|f| f.kind.clone())
-        .collect();
-    kinds.sort();
-    kinds.dedup();
-    kinds
 }
 
 /// The verdict on a lock run: its critical sections and its lock operations.
@@ -224,48 +121,41 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-
-    /// Builds a history from `(time_ms, kind, process, f, value)`; process `None` is the
-    /// nemesis.
-    fn history(lines: &[(u64, OpType, Option<u64>, &str, Value)]) -> Vec<Op> {
-        lines
-            .iter()
-            .enumerate()
-            .map(|(i, (ms, kind, process, f, value))| Op {
-                index: i as u64,
-                time: ms * 1_000_000,
-                kind: *kind,
-                process: process.map_or(Process::NEMESIS, Process::Client),
-                f: f.to_string(),
-                value: value.clone(),
-                key: None,
-                node: None,
-                error: None,
-                zxid: None,
-                version: None,
-            })
-            .collect()
-    }
-
+    use crate::history::testing::{history_ms as history, MsLine as Line};
+    use crate::history::OpType;
     use OpType::{Info, Invoke, Ok as Done};
 
-    fn enter(ms: u64, p: u64, token: i64) -> (u64, OpType, Option<u64>, &'static str, Value) {
+    fn enter(ms: u64, p: u64, token: i64) -> Line {
         (ms, Invoke, Some(p), HOLD, json!({ "token": token }))
     }
 
-    fn leave(ms: u64, p: u64, rejected: u64) -> (u64, OpType, Option<u64>, &'static str, Value) {
+    fn leave(ms: u64, p: u64, rejected: u64) -> Line {
         (ms, Done, Some(p), HOLD, json!({ "rejected": rejected }))
+    }
+
+    /// A hold: `(process, token, enter_ms, Some((leave_ms, rejected)))`, `None` if it never
+    /// left.
+    type Span = (u64, i64, u64, Option<(u64, u64)>);
+
+    /// A history of holds, their ops in time order.
+    fn holds(spans: &[Span]) -> Vec<Op> {
+        let mut lines: Vec<_> = spans
+            .iter()
+            .flat_map(|&(p, token, from, to)| {
+                let left = to.map(|(ms, rejected)| leave(ms, p, rejected));
+                std::iter::once(enter(from, p, token)).chain(left)
+            })
+            .collect();
+        lines.sort_by_key(|line| line.0);
+        history(&lines)
     }
 
     #[test]
     fn back_to_back_holds_are_accepted() {
-        let ops = history(&[
-            enter(0, 1, 10),
-            leave(10, 1, 0),
-            enter(10, 2, 12),
-            leave(20, 2, 2),
-            enter(25, 1, 14),
-            leave(30, 1, 0),
+        let ops = holds(&[
+            (1, 10, 0, Some((10, 0))),
+            (2, 12, 10, Some((20, 2))),
+            (1, 14, 25, Some((30, 0))),
         ]);
         let v = check_mutual_exclusion(&ops).unwrap();
         assert!(v.valid, "{v:?}");
@@ -303,12 +193,10 @@ mod tests {
 
     #[test]
     fn a_holder_that_never_leaves_overlaps_everyone_after_it() {
-        let ops = history(&[
-            enter(0, 1, 10),
-            enter(20, 2, 12),
-            leave(30, 2, 0),
-            enter(40, 3, 14),
-            leave(50, 3, 0),
+        let ops = holds(&[
+            (1, 10, 0, None),
+            (2, 12, 20, Some((30, 0))),
+            (3, 14, 40, Some((50, 0))),
         ]);
         let v = check_mutual_exclusion(&ops).unwrap();
         let pairs: Vec<(u64, u64, u64, bool)> = v
@@ -342,14 +230,24 @@ mod tests {
         assert!(e.to_string().starts_with("op 1: process 1 enters"), "{e}");
     }
 
-    fn lock_op(
-        ms: u64,
-        kind: OpType,
-        p: u64,
-        f: &'static str,
-        v: Value,
-    ) -> (u64, OpType, Option<u64>, &'static str, Value) {
+    fn lock_op(ms: u64, kind: OpType, p: u64, f: &'static str, v: Value) -> Line {
         (ms, kind, Some(p), f, v)
+    }
+
+    /// `p` acquires the lock with `token`: invoked at `ms`, ok a millisecond later.
+    fn acquired(ms: u64, p: u64, token: i64) -> Vec<Line> {
+        vec![
+            lock_op(ms, Invoke, p, "acquire", Value::Null),
+            lock_op(ms + 1, Done, p, "acquire", json!(token)),
+        ]
+    }
+
+    /// `p` releases the lock: invoked at `ms`, ok a millisecond later.
+    fn released(ms: u64, p: u64) -> Vec<Line> {
+        vec![
+            lock_op(ms, Invoke, p, "release", Value::Null),
+            lock_op(ms + 1, Done, p, "release", Value::Null),
+        ]
     }
 
     #[test]
@@ -378,23 +276,11 @@ mod tests {
             assert_eq!(r.valid, Validity::Valid, "{}", model.name());
         }
         // Two acquisitions without a release between them.
-        let double = history(&[
-            lock_op(0, Invoke, 1, "acquire", Value::Null),
-            lock_op(1, Done, 1, "acquire", json!(10)),
-            lock_op(2, Invoke, 2, "acquire", Value::Null),
-            lock_op(3, Done, 2, "acquire", json!(12)),
-        ]);
+        let double = history(&[acquired(0, 1, 10), acquired(2, 2, 12)].concat());
         let r = check_lock_model(&double, ModelKind::Mutex, &quick).unwrap();
         assert_eq!(r.valid, Validity::Invalid);
         // A token that does not grow: only the fenced model objects.
-        let stale = history(&[
-            lock_op(0, Invoke, 1, "acquire", Value::Null),
-            lock_op(1, Done, 1, "acquire", json!(10)),
-            lock_op(2, Invoke, 1, "release", Value::Null),
-            lock_op(3, Done, 1, "release", Value::Null),
-            lock_op(4, Invoke, 2, "acquire", Value::Null),
-            lock_op(5, Done, 2, "acquire", json!(9)),
-        ]);
+        let stale = history(&[acquired(0, 1, 10), released(2, 1), acquired(4, 2, 9)].concat());
         let r = check_lock_model(&stale, ModelKind::Mutex, &quick).unwrap();
         assert_eq!(r.valid, Validity::Valid);
         let r = check_lock_model(&stale, ModelKind::FencedMutex, &quick).unwrap();

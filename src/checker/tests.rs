@@ -14,8 +14,8 @@ use super::models::FailedCas;
 use super::models::{Known, NilRead, Register};
 use super::result::Validity;
 use super::synth::{corrupt_one_read, generate, make_one_read_stale, Flavor, SynthConfig};
-use super::testing::{history, Line};
 use super::{check_history, CheckOptions, ModelKind};
+use crate::history::testing::{complete, history, invoke};
 use crate::history::Op;
 
 fn opts(model: ModelKind) -> CheckOptions {
@@ -104,10 +104,10 @@ fn failed_cas_tells_nothing_or_a_mismatch() {
     assert_eq!(verdict(&h, &mismatch), Validity::Valid);
     // The same two readings for a data node's version.
     let h = history(&[
-        Line::invoke(1, "write", "1"),
-        Line::complete(1, "ok", "write", "1").version(1),
-        Line::invoke(2, "cas", "[1, 9]"),
-        Line::complete(2, "fail", "cas", "[1, 9]"),
+        invoke(1, "write", "1"),
+        complete(1, "ok", "write", "1").with_version(1),
+        invoke(2, "cas", "[1, 9]"),
+        complete(2, "fail", "cas", "[1, 9]"),
     ]);
     let v = opts(ModelKind::VersionedRegister);
     assert_eq!(verdict(&h, &v), Validity::Valid);
@@ -134,15 +134,9 @@ fn empty_and_single_op_histories() {
         );
     }
     let o = opts(ModelKind::CasRegister);
-    let read_nil = history(&[
-        Line::invoke(1, "read", "null"),
-        Line::complete(1, "ok", "read", "null"),
-    ]);
+    let read_nil = history(&[invoke(1, "read", "null"), complete(1, "ok", "read", "null")]);
     assert_eq!(verdict(&read_nil, &o), Validity::Valid);
-    let read_2 = history(&[
-        Line::invoke(1, "read", "null"),
-        Line::complete(1, "ok", "read", "2"),
-    ]);
+    let read_2 = history(&[invoke(1, "read", "null"), complete(1, "ok", "read", "2")]);
     assert_eq!(verdict(&read_2, &o), Validity::Invalid);
     assert_eq!(
         verdict(
@@ -154,12 +148,9 @@ fn empty_and_single_op_histories() {
         ),
         Validity::Valid
     );
-    let lone_invoke = history(&[Line::invoke(1, "write", "4")]);
+    let lone_invoke = history(&[invoke(1, "write", "4")]);
     assert_eq!(verdict(&lone_invoke, &o), Validity::Valid);
-    let timed_out_read = history(&[
-        Line::invoke(1, "read", "null"),
-        Line::complete(1, "info", "read", "7"),
-    ]);
+    let timed_out_read = history(&[invoke(1, "read", "null"), complete(1, "info", "read", "7")]);
     assert_eq!(
         verdict(&timed_out_read, &o),
         Validity::Valid,
@@ -171,12 +162,12 @@ fn empty_and_single_op_histories() {
 fn info_cas_may_fail_to_apply_without_blocking_the_search() {
     // A crashed cas whose expected value never held must simply not have happened.
     let h = history(&[
-        Line::invoke(1, "cas", "[5, 6]"),
-        Line::complete(1, "info", "cas", "null"),
-        Line::invoke(2, "write", "1"),
-        Line::complete(2, "ok", "write", "1"),
-        Line::invoke(2, "read", "null"),
-        Line::complete(2, "ok", "read", "1"),
+        invoke(1, "cas", "[5, 6]"),
+        complete(1, "info", "cas", "null"),
+        invoke(2, "write", "1"),
+        complete(2, "ok", "write", "1"),
+        invoke(2, "read", "null"),
+        complete(2, "ok", "read", "1"),
     ]);
     assert_eq!(verdict(&h, &opts(ModelKind::CasRegister)), Validity::Valid);
 }
@@ -184,12 +175,14 @@ fn info_cas_may_fail_to_apply_without_blocking_the_search() {
 #[test]
 fn keys_are_checked_independently() {
     let h = history(&[
-        Line::invoke(1, "write", "1").key("a"),
-        Line::complete(1, "ok", "write", "1").key("a").version(1),
-        Line::invoke(2, "read", "null").key("b"),
-        Line::complete(2, "ok", "read", "1").key("b").version(1),
-        Line::invoke(3, "read", "null").key("a"),
-        Line::complete(3, "ok", "read", "1").key("a").version(1),
+        invoke(1, "write", "1").with_key("a"),
+        complete(1, "ok", "write", "1")
+            .with_key("a")
+            .with_version(1),
+        invoke(2, "read", "null").with_key("b"),
+        complete(2, "ok", "read", "1").with_key("b").with_version(1),
+        invoke(3, "read", "null").with_key("a"),
+        complete(3, "ok", "read", "1").with_key("a").with_version(1),
     ]);
     let r = check_history(&h, &opts(ModelKind::VersionedRegister)).unwrap();
     assert_eq!(r.valid, Validity::Invalid);
@@ -203,16 +196,16 @@ fn keys_are_checked_independently() {
 #[test]
 fn malformed_ops_are_errors_naming_the_op() {
     let h = history(&[
-        Line::invoke(1, "write", "\"x\""),
-        Line::complete(1, "ok", "write", "\"x\""),
+        invoke(1, "write", "\"x\""),
+        complete(1, "ok", "write", "\"x\""),
     ]);
     let e = check_history(&h, &opts(ModelKind::Register))
         .unwrap_err()
         .to_string();
     assert!(e.contains("op 0") && e.contains("not an integer"), "{e}");
     let h = history(&[
-        Line::invoke(1, "cas", "[1, 2]"),
-        Line::complete(1, "ok", "cas", "[1, 2]"),
+        invoke(1, "cas", "[1, 2]"),
+        complete(1, "ok", "cas", "[1, 2]"),
     ]);
     let e = check_history(&h, &opts(ModelKind::Register))
         .unwrap_err()
@@ -225,18 +218,18 @@ fn counterexample_shrinks_to_the_failing_window() {
     // Fifty good write/read pairs, then a stale read, then fifty more good pairs.
     let mut lines = Vec::new();
     let mut version = 0;
-    let mut pair = |lines: &mut Vec<Line>, v: i64| {
+    let mut pair = |lines: &mut Vec<Op>, v: i64| {
         version += 1;
-        lines.push(Line::invoke(1, "write", &v.to_string()));
-        lines.push(Line::complete(1, "ok", "write", &v.to_string()).version(version));
-        lines.push(Line::invoke(2, "read", "null"));
-        lines.push(Line::complete(2, "ok", "read", &v.to_string()).version(version));
+        lines.push(invoke(1, "write", &v.to_string()));
+        lines.push(complete(1, "ok", "write", &v.to_string()).with_version(version));
+        lines.push(invoke(2, "read", "null"));
+        lines.push(complete(2, "ok", "read", &v.to_string()).with_version(version));
     };
     for v in 0..50 {
         pair(&mut lines, v);
     }
-    lines.push(Line::invoke(3, "read", "null"));
-    lines.push(Line::complete(3, "ok", "read", "48").version(49));
+    lines.push(invoke(3, "read", "null"));
+    lines.push(complete(3, "ok", "read", "48").with_version(49));
     for v in 50..100 {
         pair(&mut lines, v);
     }
@@ -265,12 +258,12 @@ fn counterexample_shrinks_to_the_failing_window() {
 fn limits_give_unknown_never_a_wrong_verdict() {
     // Thirty overlapping writes, then a read of a value none wrote: the search must try every
     // order of the writes before it can say no, which takes far longer than the limits allow.
-    let mut lines: Vec<Line> = (0..30)
-        .map(|p| Line::invoke(p, "write", &p.to_string()))
+    let mut lines: Vec<Op> = (0..30)
+        .map(|p| invoke(p, "write", &p.to_string()))
         .collect();
-    lines.extend((0..30).map(|p| Line::complete(p, "ok", "write", &p.to_string())));
-    lines.push(Line::invoke(99, "read", "null"));
-    lines.push(Line::complete(99, "ok", "read", "-1"));
+    lines.extend((0..30).map(|p| complete(p, "ok", "write", &p.to_string())));
+    lines.push(invoke(99, "read", "null"));
+    lines.push(complete(99, "ok", "read", "-1"));
     let h = history(&lines);
     let o = CheckOptions {
         time_limit: Some(Duration::from_millis(200)),
@@ -378,12 +371,12 @@ impl Model for ParityRegisters {
 #[test]
 fn a_model_declared_partition_is_checked_part_by_part() {
     let h = history(&[
-        Line::invoke(1, "write", "1"),
-        Line::complete(1, "ok", "write", "1"),
-        Line::invoke(1, "write", "2"),
-        Line::complete(1, "ok", "write", "2"),
-        Line::invoke(2, "read", "null"),
-        Line::complete(2, "ok", "read", "1"),
+        invoke(1, "write", "1"),
+        complete(1, "ok", "write", "1"),
+        invoke(1, "write", "2"),
+        complete(1, "ok", "write", "2"),
+        invoke(2, "read", "null"),
+        complete(2, "ok", "read", "1"),
     ]);
     let calls = pair(&h).unwrap();
     let limits = RunLimits {

@@ -971,6 +971,7 @@ fn check_freshness(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::testing::op;
     use serde_json::json;
 
     /// Builds a history op by op; index and time follow the order of calls.
@@ -980,26 +981,23 @@ mod tests {
     }
 
     impl Builder {
-        fn push(&mut self, kind: OpType, p: u64, f: &str, key: &str, value: Value) -> &mut Op {
+        fn push(&mut self, op: Op) -> &mut Self {
             let index = self.ops.len() as u64;
             self.ops.push(Op {
                 index,
                 time: index * 10,
-                kind,
-                process: Process::Client(p),
-                f: f.to_string(),
-                value,
-                key: Some(key.to_string()),
-                node: None,
-                error: None,
-                zxid: None,
-                version: None,
+                ..op
             });
-            self.ops.last_mut().expect("just pushed")
+            self
+        }
+        /// An op of `kind` by client `p` on `key`.
+        fn on(kind: OpType, p: u64, f: &str, key: &str, value: Value) -> Op {
+            op(0, 0, kind, Process::Client(p), f)
+                .with_key(key)
+                .with_value(value)
         }
         fn invoke(&mut self, p: u64, f: &str, key: &str, value: Value) -> &mut Self {
-            self.push(OpType::Invoke, p, f, key, value);
-            self
+            self.push(Self::on(OpType::Invoke, p, f, key, value))
         }
         fn ok(
             &mut self,
@@ -1010,20 +1008,16 @@ mod tests {
             zxid: i64,
             version: i32,
         ) -> &mut Self {
-            let op = self.push(OpType::Ok, p, f, key, value);
-            op.zxid = Some(zxid);
-            op.version = Some(version);
-            self
+            let op = Self::on(OpType::Ok, p, f, key, value);
+            self.push(op.with_zxid(zxid).with_version(version))
         }
         fn end(&mut self, kind: OpType, p: u64, f: &str, key: &str) -> &mut Self {
-            self.push(kind, p, f, key, Value::Null);
-            self
+            self.push(Self::on(kind, p, f, key, Value::Null))
         }
         /// A whole `f` by `p` on `key` answered `no-node`.
         fn no_node(&mut self, p: u64, f: &str, key: &str, value: Value) -> &mut Self {
             self.invoke(p, f, key, value.clone());
-            self.push(OpType::Fail, p, f, key, value).error = Some(NO_NODE.into());
-            self
+            self.push(Self::on(OpType::Fail, p, f, key, value).with_error(NO_NODE))
         }
         /// A whole write by `p`: invoke, then ok with the given zxid and version.
         fn write(&mut self, p: u64, key: &str, v: i64, zxid: i64, version: i32) -> &mut Self {
@@ -1350,7 +1344,7 @@ mod tests {
     fn malformed_histories_are_errors() {
         let mut h = Builder::default();
         h.invoke(0, "read", "k", Value::Null);
-        h.push(OpType::Ok, 0, "read", "k", json!(1));
+        h.push(Builder::on(OpType::Ok, 0, "read", "k", json!(1)));
         let err = check(&h.ops).unwrap_err().to_string();
         assert!(err.starts_with("op 1: ok read has no zxid"), "{err}");
         let mut h = Builder::default();

@@ -8,8 +8,9 @@ use anyhow::Context;
 use crate::checker::formats::{self, Format};
 use crate::checker::models::{FailedCas, NilRead};
 use crate::checker::result::write_results;
-use crate::checker::{check_history, timeline, zookeeper, CheckOptions, ModelKind};
+use crate::checker::{check_history, zookeeper, CheckOptions, ModelKind};
 use crate::history::Op;
+use crate::report::timeline;
 
 /// Which checker judges a history.
 #[derive(Debug, Clone, Copy)]

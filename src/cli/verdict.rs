@@ -1,30 +1,21 @@
-//! The verdict on a test run: every checker the run's workload calls for, `results.json`,
-//! `timeline.html`, and the one-line verdict. `stampede test` and `stampede check` on a
+//! The verdict on a test run: the run's workload judges its history, and what every run is
+//! judged on is added (lost state, exposure to faults, how operations ended); then
+//! `results.json`, `timeline.html`, and the one-line verdict. `stampede test` and `stampede check` on a
 //! results folder both come here, so they always agree: everything the line says (the
 //! exposure to faults included) is read from the stored history and `test.yaml`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use anyhow::Context;
-use serde_json::json;
-
-use crate::checker::barrier::check_barrier;
-use crate::checker::election::check_election;
 use crate::checker::exposure::exposure;
 use crate::checker::formats::{self, Format};
-use crate::checker::liveness::{self, LivenessOptions, LivenessReport};
 use crate::checker::lost::check_lost;
-use crate::checker::models::FailedCas;
-use crate::checker::mutex_overlap::check_lock_history;
-use crate::checker::queue::check_queue;
-use crate::checker::result::{CheckResult, Counts, Validity};
-use crate::checker::zookeeper::{self, ZkOptions, ZkReport};
-use crate::checker::{check_history, timeline, CheckOptions};
+use crate::checker::result::{Counts, Validity};
 use crate::db::replicas::Replicas;
 use crate::history::{Op, OpType, Process};
-use crate::store::{Figures, Results, RunFolder, TestConfig, SCHEMA};
-use crate::workload::WorkloadKind;
+use crate::report::timeline;
+use crate::store::{Results, RunFolder, TestConfig, SCHEMA};
+use crate::workload::{self, Judged, Workload};
 
 /// The outcome of judging a run.
 pub struct Verdict {
@@ -45,208 +36,17 @@ pub struct Judging<'a> {
     pub config: Option<&'a TestConfig>,
 }
 
-/// A checker's part of a verdict: its validity, what it adds to `results.json`, the ops a
-/// timeline marks, and its part of the verdict line.
-struct Checked {
-    valid: Validity,
-    results: serde_json::Map<String, serde_json::Value>,
-    marked: Vec<u64>,
-    line: String,
-}
-
-/// Checks `ops` (the history of the run in `j.dir`) for linearizability against the
-/// versioned-register model and for ZooKeeper's own guarantees (`sync_reads`: whether the
-/// workload synced before every read), writes `results.json` and `timeline.html`, and returns
-/// the verdict. A cas the server answered `bad-version` counts as an observation of another
-/// version (ZooKeeper compares atomically), and a `no-node` answer as one of an absent znode.
-pub fn judge_run(j: &Judging, ops: &[Op], sync_reads: bool) -> anyhow::Result<Verdict> {
-    let options = CheckOptions {
-        failed_cas: FailedCas::Mismatch,
-        ..CheckOptions::default()
-    };
-    let linear = check_history(ops, &options).context("checking linearizability")?;
-    let zk_options = ZkOptions {
-        sync_reads,
-        ..ZkOptions::default()
-    };
-    let zk = zookeeper::check_with(ops, &zk_options).context("checking ZooKeeper's guarantees")?;
-    let zk_valid = if zk.valid {
-        Validity::Valid
-    } else {
-        Validity::Invalid
-    };
-    let mut marked = counterexample_ops(&linear);
-    marked.extend(zk.marked_ops());
-    let line = format!(
-        "linearizability ({}): {}; zookeeper: {}",
-        linear.model,
-        linear_summary(&linear),
-        zk_summary(&zk)
-    );
-    let results = json!({ "linearizable": linear, "zookeeper": zk });
-    finish(
-        j,
-        ops,
-        Checked {
-            valid: linear.valid.and(zk_valid),
-            results: into_map(results),
-            marked,
-            line,
-        },
-    )
-}
-
-/// Checks the history of a lock run (`ops`): no overlapping critical sections, acquire/release
-/// linearizable against `fenced-mutex` (when `fenced`) or `mutex`, and the lock never left
-/// free while contenders wait once the faults are healed; writes `results.json` (with the
-/// run's `summary`: herd figures, latencies) and `timeline.html`, and returns the verdict.
-pub fn judge_lock_run(
+/// Judges `ops` (the history of the run in `j.folder`) as `workload` says, with what every
+/// run is judged on besides; `run` is the run's summary, when it has one. Writes
+/// `results.json` and `timeline.html`, and returns the verdict.
+pub fn judge(
     j: &Judging,
+    workload: &dyn Workload,
     ops: &[Op],
-    fenced: bool,
-    live: LivenessOptions,
-    summary: Option<serde_json::Value>,
+    run: Option<serde_json::Value>,
 ) -> anyhow::Result<Verdict> {
-    let lock =
-        check_lock_history(ops, fenced, &CheckOptions::default()).context("checking the lock")?;
-    let liveness = liveness::check_lock(ops, live);
-    let me = &lock.mutual_exclusion;
-    let line = format!(
-        "mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}; liveness: {}",
-        me.overlaps.len(),
-        me.holds,
-        me.stale_steps_rejected,
-        lock.lock_model.model,
-        lock.lock_model.valid,
-        liveness_summary(&liveness),
-    );
-    let checked = Checked {
-        valid: lock.valid.and(bool_validity(liveness.valid)),
-        marked: counterexample_ops(&lock.lock_model),
-        results: into_map(json!({ "lock": lock, "liveness": liveness, "run": summary })),
-        line,
-    };
-    finish(j, ops, checked)
-}
-
-/// Checks the history of an election run (`ops`): never two leaders in office at once, never
-/// an empty office for long once the faults are healed, time without a leader and failover
-/// times; writes `results.json` (with the run's `summary`) and `timeline.html`, and returns
-/// the verdict.
-pub fn judge_election_run(
-    j: &Judging,
-    ops: &[Op],
-    live: LivenessOptions,
-    summary: Option<serde_json::Value>,
-) -> anyhow::Result<Verdict> {
-    let election = check_election(ops).context("checking the election")?;
-    let liveness = liveness::check_election(ops, live);
-    let line = format!(
-        "election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms; liveness: {}",
-        election.overlaps.len(),
-        election.terms,
-        election.terms_per_leader.len(),
-        election.leaderless_ns / 1_000_000,
-        election.longest_leaderless_ns / 1_000_000,
-        election.failover.p50_ms,
-        election.failover.max_ms,
-        liveness_summary(&liveness),
-    );
-    let checked = Checked {
-        valid: bool_validity(election.valid && liveness.valid),
-        marked: Vec::new(),
-        results: into_map(json!({ "election": election, "liveness": liveness, "run": summary })),
-        line,
-    };
-    finish(j, ops, checked)
-}
-
-/// The liveness part of a verdict line.
-fn liveness_summary(report: &LivenessReport) -> String {
-    if !report.judged {
-        return "not judged (run too short after the heal)".into();
-    }
-    match report.stalls.iter().map(|s| s.duration_ns).max() {
-        None => format!("no stall in {} ms judged", report.judged_ms),
-        Some(longest) => format!(
-            "STUCK {} times (longest {} ms)",
-            report.stalls.len(),
-            longest / 1_000_000
-        ),
-    }
-}
-
-/// Checks the history of a barrier run (`ops`) against a barrier of `threshold`: nobody
-/// passed `enter` or `leave` early, and which rounds stalled after the last fault was healed;
-/// writes `results.json` (with the run's `summary`) and `timeline.html` (the early passes
-/// outlined), and returns the verdict.
-pub fn judge_barrier_run(
-    j: &Judging,
-    ops: &[Op],
-    threshold: u64,
-    summary: Option<serde_json::Value>,
-) -> anyhow::Result<Verdict> {
-    let barrier = check_barrier(ops, threshold);
-    let line = format!(
-        "barrier: {} early enters, {} early leaves in {} rounds ({} completed, threshold {}), {} gave up, {} stalled after the last heal",
-        barrier.early_enters.len(),
-        barrier.early_leaves.len(),
-        barrier.rounds,
-        barrier.rounds_completed,
-        barrier.threshold,
-        barrier.gave_up,
-        barrier.stalled,
-    );
-    let checked = Checked {
-        valid: bool_validity(barrier.valid),
-        marked: barrier.marked_ops(),
-        results: into_map(json!({ "barrier": barrier, "run": summary })),
-        line,
-    };
-    finish(j, ops, checked)
-}
-
-/// Checks the history of a queue run (`ops`): every acknowledged value dequeued exactly once,
-/// nothing dequeued that was not enqueued, FIFO order; writes `results.json` (with the run's
-/// `summary`) and `timeline.html`, and returns the verdict. A queue not drained leaves the
-/// verdict unknown.
-pub fn judge_queue_run(
-    j: &Judging,
-    ops: &[Op],
-    summary: Option<serde_json::Value>,
-) -> anyhow::Result<Verdict> {
-    let queue = check_queue(ops).context("checking the queue")?;
-    let remaining = match queue.drained {
-        true => "drained".to_string(),
-        false => format!(
-            "NOT drained: {} acknowledged values remaining",
-            queue.remaining.len()
-        ),
-    };
-    let line = format!(
-        "queue: {} enqueued ({} info), {} dequeued ({} info), {} lost, {} duplicated, {} phantom, {} reordered, {} possibly consumed, {remaining}",
-        queue.enqueue_ok,
-        queue.enqueue_info,
-        queue.dequeue_ok,
-        queue.dequeue_info,
-        queue.lost.len(),
-        queue.duplicated.len(),
-        queue.phantom.len(),
-        queue.reordered.len(),
-        queue.possibly_consumed.len(),
-    );
-    let valid = match (queue.valid, queue.drained) {
-        (false, _) => Validity::Invalid,
-        (true, false) => Validity::Unknown,
-        (true, true) => Validity::Valid,
-    };
-    let checked = Checked {
-        valid,
-        marked: Vec::new(),
-        results: into_map(json!({ "queue": queue, "run": summary })),
-        line,
-    };
-    finish(j, ops, checked)
+    let judged = workload.judge(ops, run)?;
+    finish(j, workload, ops, judged)
 }
 
 /// Folds what every run is judged on into a checker's part: facts of lost state (any makes
@@ -254,7 +54,12 @@ pub fn judge_queue_run(
 /// outcomes per function; writes `results.json` and `timeline.html` and forms the line:
 /// `verdict: <word> under <exposure>` (or `unknown (<why>)` when aborted or not exposed as
 /// planned), then `; <checker's part>; [LOST STATE: …; ]operations …`.
-fn finish(j: &Judging, ops: &[Op], checked: Checked) -> anyhow::Result<Verdict> {
+fn finish(
+    j: &Judging,
+    workload: &dyn Workload,
+    ops: &[Op],
+    checked: Judged,
+) -> anyhow::Result<Verdict> {
     let lost = check_lost(ops);
     let planned_faults = j.config.map(|t| !t.nemesis.faults.is_empty());
     let exposure = exposure(ops, planned_faults);
@@ -299,11 +104,11 @@ fn finish(j: &Judging, ops: &[Op], checked: Checked) -> anyhow::Result<Verdict> 
         valid,
         verdict_line: Some(line.clone()),
         aborted: j.aborted.map(str::to_string),
-        figures: Figures::derive(&checked.results, j.config),
+        figures: workload.figures(&checked.checks),
         exposure: Some(exposure),
         lost: Some(lost),
         operations,
-        checks: checked.results,
+        checks: checked.checks,
     };
     j.folder.write_results(&results)?;
     timeline::write(
@@ -366,70 +171,6 @@ fn operations_summary(counts: &BTreeMap<String, Counts>) -> String {
     line
 }
 
-/// The ops of a linearizability result's counterexamples, for a timeline to mark.
-fn counterexample_ops(result: &CheckResult) -> Vec<u64> {
-    result
-        .keys
-        .values()
-        .filter_map(|k| k.counterexample.as_ref())
-        .flat_map(|cx| {
-            cx.window
-                .iter()
-                .flat_map(|op| std::iter::once(op.index).chain(op.completed))
-        })
-        .collect()
-}
-
-fn bool_validity(valid: bool) -> Validity {
-    match valid {
-        true => Validity::Valid,
-        false => Validity::Invalid,
-    }
-}
-
-fn into_map(value: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
-    match value {
-        serde_json::Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    }
-}
-
-/// The linearizability part of a register run's verdict line.
-fn linear_summary(linear: &CheckResult) -> String {
-    let linear_keys = |v| linear.keys_with(v).len();
-    match linear.valid {
-        Validity::Valid => format!("valid on {} keys", linear.keys.len()),
-        Validity::Invalid => format!(
-            "NOT linearizable on {} of {} keys",
-            linear_keys(Validity::Invalid),
-            linear.keys.len()
-        ),
-        Validity::Unknown => format!(
-            "unknown on {} of {} keys (search limit)",
-            linear_keys(Validity::Unknown),
-            linear.keys.len()
-        ),
-    }
-}
-
-fn zk_summary(zk: &ZkReport) -> String {
-    let found: Vec<String> = zk
-        .counts
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(c, n)| format!("{n} {}", c.name()))
-        .collect();
-    let valid = if zk.valid { "valid" } else { "INVALID" };
-    if found.is_empty() {
-        format!(
-            "{valid}, no anomalies in {} reads and {} writes",
-            zk.reads, zk.writes
-        )
-    } else {
-        format!("{valid} ({})", found.join(", "))
-    }
-}
-
 /// Judges the stored run in `dir` again, exactly as the run itself did (a run that was aborted
 /// stays aborted), rewriting its `results.json`, `timeline.html` and plots (a run whose
 /// controller was killed gets them here for the first time).
@@ -444,25 +185,17 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
         aborted: aborted.as_deref(),
         config: test.as_ref(),
     };
-    let summary = || previous_results.and_then(|mut r| r.checks.remove("run"));
-    let verdict = match test.as_ref().map(|t| &t.workload) {
-        Some(w) if w.workload == WorkloadKind::Lock => {
-            let live = LivenessOptions::for_sessions(w.lock.session_timeout.0, w.lock.op_timeout.0);
-            judge_lock_run(&j, &ops, w.lock.fencing, live, summary())?
-        }
-        Some(w) if w.workload == WorkloadKind::Election => {
-            let e = &w.election;
-            let live = LivenessOptions::for_sessions(e.session_timeout.0, e.op_timeout.0);
-            judge_election_run(&j, &ops, live, summary())?
-        }
-        Some(w) if w.workload == WorkloadKind::Barrier => {
-            let threshold = w.barrier.threshold_for(w.generator.concurrency) as u64;
-            judge_barrier_run(&j, &ops, threshold, summary())?
-        }
-        Some(w) if w.workload == WorkloadKind::Queue => judge_queue_run(&j, &ops, summary())?,
-        w => judge_run(&j, &ops, w.is_none_or(|w| w.register.sync_reads))?,
+    let summary = previous_results.and_then(|mut r| r.checks.remove("run"));
+    // A folder without test.yaml (a history copied by hand) is judged as the default
+    // workload with its default settings.
+    let file = match &test {
+        Some(t) => t.workload.clone(),
+        None => workload::WorkloadFile::named(workload::DEFAULT),
     };
-    crate::report::write_plots(&ops, dir)?;
+    let workload = workload::build(&file)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", folder.config_path().display()))?;
+    let verdict = judge(&j, workload.as_ref(), &ops, summary)?;
+    workload.plots(&ops, dir)?;
     Ok(verdict)
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::NodeEndpoint;
-use crate::nemesis::{BoxFuture, Nemesis};
+use crate::nemesis::Nemesis;
 
 /// The jars a standalone server needs (the netty and log4j ones are not).
 const CLASSPATH: &[&str] = &[
@@ -131,22 +131,19 @@ impl Drop for ZkServer {
 /// A nemesis that kills the server (SIGKILL) on start and starts it again on stop.
 pub struct KillServer(pub Arc<Mutex<ZkServer>>);
 
+#[async_trait::async_trait]
 impl Nemesis for KillServer {
     fn kind(&self) -> &str {
         "kill"
     }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
         let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
-            Ok(serde_json::json!("killed"))
-        })
+        tokio::task::spawn_blocking(move || server.lock().unwrap().kill()).await?;
+        Ok(serde_json::json!("killed"))
     }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
         let server = self.0.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
-            Ok(serde_json::json!("restarted"))
-        })
+        tokio::task::spawn_blocking(move || server.lock().unwrap().restart()).await?;
+        Ok(serde_json::json!("restarted"))
     }
 }

@@ -14,4 +14,4 @@ mod resolve;
 pub use duration::Duration;
 pub use load::{load, load_with_overrides, save};
 pub use overrides::Override;
-pub use resolve::resolve;
+pub use resolve::{names, resolve};

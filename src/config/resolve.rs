@@ -32,6 +32,18 @@ fn search_roots() -> Vec<PathBuf> {
     roots
 }
 
+/// The names of the config files in `kind_dir` (every `<name>.yaml` the lookup of
+/// [`resolve`] could find), sorted.
+pub fn names(kind_dir: &str) -> Vec<String> {
+    let names: BTreeSet<String> = search_roots()
+        .iter()
+        .map(|r| r.join(kind_dir))
+        .filter(|d| d.is_dir())
+        .flat_map(|d| yaml_names(&d))
+        .collect();
+    names.into_iter().collect()
+}
+
 fn resolve_in(roots: &[PathBuf], kind_dir: &str, name_or_path: &str) -> anyhow::Result<PathBuf> {
     let looks_like_path = name_or_path.contains('/')
         || name_or_path.ends_with(".yaml")

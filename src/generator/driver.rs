@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::{with_faults, GeneratorConfig};
-use crate::client::NodeEndpoint;
+use crate::client::{ClientOptions, NodeEndpoint};
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
 
@@ -18,6 +18,8 @@ use crate::nemesis::Nemesis;
 pub struct DriverRun<C> {
     /// The workload file's section of the recipe.
     pub cfg: C,
+    /// How the processes open their sessions (the workload file's `session` section).
+    pub options: ClientOptions,
     /// Process slots at once (the generator's concurrency), one session each.
     pub slots: usize,
     /// How long the slots keep going.
@@ -50,13 +52,14 @@ pub trait HealReport {
 }
 
 /// `stampede test` for a recipe driver: runs `driver` over `cfg` (with `gen.concurrency`
-/// slots) while the nemesis schedule of `gen` starts and stops the target's nemeses in turn
-/// for `gen.time_limit`, then heals every fault; with faults, the driver goes on for
-/// `gen.quiet_period` after the heal. Cancelling ends the run early; no fault is left active
-/// on return, and heals that failed are listed in the summary.
+/// slots, their sessions opened as `options` says) while the nemesis schedule of `gen` starts
+/// and stops the target's nemeses in turn for `gen.time_limit`, then heals every fault; with
+/// faults, the driver goes on for `gen.quiet_period` after the heal. Cancelling ends the run
+/// early; no fault is left active on return, and heals that failed are listed in the summary.
 pub async fn drive<C, S, F>(
     gen: &GeneratorConfig,
     cfg: &C,
+    options: ClientOptions,
     target: Target,
     driver: impl FnOnce(DriverRun<C>, Arc<Recorder>, watch::Receiver<bool>) -> F,
 ) -> anyhow::Result<S>
@@ -78,6 +81,7 @@ where
         with_faults(gen, nemeses, recorder, cancel, |cancel, run_for| {
             let run = DriverRun {
                 cfg: cfg.clone(),
+                options,
                 slots: gen.concurrency,
                 time_limit: run_for,
                 run_id,

@@ -182,7 +182,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::nemesis::BoxFuture;
 
     /// A nemesis whose `stop` fails its first `failing_stops` calls.
     struct FlakyHeal {
@@ -190,19 +189,18 @@ mod tests {
         stops: AtomicU32,
     }
 
+    #[async_trait::async_trait]
     impl Nemesis for FlakyHeal {
         fn kind(&self) -> &str {
             "pause"
         }
-        fn start(&self) -> BoxFuture<'_, anyhow::Result<Value>> {
-            Box::pin(async { Ok(json!("paused")) })
+        async fn start(&self) -> anyhow::Result<Value> {
+            Ok(json!("paused"))
         }
-        fn stop(&self) -> BoxFuture<'_, anyhow::Result<Value>> {
-            Box::pin(async move {
-                let n = self.stops.fetch_add(1, Ordering::SeqCst) + 1;
-                anyhow::ensure!(n > self.failing_stops, "ssh: connection refused");
-                Ok(json!({ "resumed": ["n1"] }))
-            })
+        async fn stop(&self) -> anyhow::Result<Value> {
+            let n = self.stops.fetch_add(1, Ordering::SeqCst) + 1;
+            anyhow::ensure!(n > self.failing_stops, "ssh: connection refused");
+            Ok(json!({ "resumed": ["n1"] }))
         }
     }
 

@@ -1,17 +1,17 @@
-//! The generator: runs a workload's processes at a rate for a time limit while a nemesis
-//! schedule injects faults, then heals everything, waits a quiet period, and lets every
-//! process read back what it touched.
-//!
-//! [`run`] is the entry point of `stampede test`. Whatever happens (time limit, Ctrl-C, an
-//! error, the future being dropped) no fault is left active.
+//! The generator: runs a workload's processes while a nemesis schedule injects faults, then
+//! heals everything. [`run`] paces the [`Operations`] of a workload whose processes issue one
+//! operation at a time (the register, the counter) at a rate for a time limit, waits a quiet
+//! period after the heal, and lets every process read back what it touched; [`drive`] runs a
+//! recipe's own driver (locks, elections, barrier) under the same schedule, and
+//! [`with_faults`] any other work (the queue). Whatever happens (time limit, Ctrl-C, an error,
+//! the future being dropped) no fault is left active.
 
 mod driver;
 mod faults;
+mod ops;
 mod slot;
 mod stop;
 mod worker;
-#[cfg(test)]
-mod zk_tests;
 
 use std::sync::Arc;
 
@@ -25,10 +25,10 @@ use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Sess
 use crate::config::Duration;
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
-use crate::workload::Workload;
 
 pub use driver::{drive, DriverRun, HealReport, Target};
 use faults::HealGuard;
+pub use ops::{Completion, OpSpec, Operations};
 use stop::Stop;
 use worker::{Counts, Shared, Worker};
 
@@ -115,23 +115,28 @@ pub struct RunSummary {
     pub heal_failures: Vec<String>,
 }
 
-/// Runs `workload` against the ZooKeeper servers at `endpoints`: creates its znodes, runs
-/// `cfg.concurrency` processes at `cfg.rate` for `cfg.time_limit` while `nemeses` are started
-/// and stopped in turn, heals every fault, waits `cfg.quiet_period`, and does the workload's
-/// final operations. Every operation goes through `recorder`. Setting `cancel` to `true`
-/// (Ctrl-C) stops issuing operations, heals, and returns. No fault is left active on return;
-/// heals that failed are listed in the summary.
+/// Runs `workload`'s operations against the servers of `target`, its processes opening
+/// sessions as `options` says: creates its znodes, runs `cfg.concurrency` processes at
+/// `cfg.rate` for `cfg.time_limit` while the target's nemeses are started and stopped in turn,
+/// heals every fault, waits `cfg.quiet_period`, and does the workload's final operations.
+/// Every operation goes through the target's recorder. The target's cancel signal (Ctrl-C)
+/// stops issuing operations, heals, and returns. No fault is left active on return; heals that
+/// failed are listed in the summary.
 pub async fn run(
     cfg: &GeneratorConfig,
-    workload: Arc<dyn Workload>,
-    endpoints: Vec<NodeEndpoint>,
-    nemeses: Vec<Arc<dyn Nemesis>>,
-    recorder: Arc<Recorder>,
-    cancel: watch::Receiver<bool>,
+    workload: Arc<dyn Operations>,
+    options: ClientOptions,
+    target: Target,
 ) -> anyhow::Result<RunSummary> {
+    let Target {
+        endpoints,
+        nemeses,
+        recorder,
+        cancel,
+        ..
+    } = target;
     cfg.validate().map_err(anyhow::Error::msg)?;
     anyhow::ensure!(!endpoints.is_empty(), "no ZooKeeper node to connect to");
-    let options = workload.client_options();
     setup(
         workload.as_ref(),
         &endpoints,
@@ -324,7 +329,7 @@ pub async fn open_session(
 
 /// Creates the workload's znodes through a session to the whole ensemble.
 async fn setup(
-    workload: &dyn Workload,
+    workload: &dyn Operations,
     endpoints: &[NodeEndpoint],
     session_timeout: std::time::Duration,
     max_ops: u64,

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::ended;
 use crate::client::{ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::workload::BoxFuture;
+use futures::future::BoxFuture;
 
 /// How a round of a slot's process ended.
 pub enum Next {

@@ -10,9 +10,9 @@ use tokio::sync::Mutex;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::stop::Stop;
+use super::{OpSpec, Operations};
 use crate::client::{classify, ClientOptions, NodeEndpoint, OpError, ProcessIds, Session};
 use crate::history::{Meta, OpType, Process, Recorder};
-use crate::workload::{OpSpec, Workload};
 
 /// Pause before trying again to open a session that could not be opened.
 const RECONNECT_DELAY: Duration = Duration::from_millis(250);
@@ -21,8 +21,8 @@ const FINAL_ATTEMPTS: u32 = 3;
 
 /// What every worker shares.
 pub struct Shared {
-    /// The workload the operations come from.
-    pub workload: Arc<dyn Workload>,
+    /// The workload's operations.
+    pub workload: Arc<dyn Operations>,
     /// Where operations are recorded.
     pub recorder: Arc<Recorder>,
     /// The nodes sessions are opened to.
@@ -38,7 +38,7 @@ pub struct Shared {
 impl Shared {
     /// State shared by the workers of one run, paced at `rate` operations per second.
     pub fn new(
-        workload: Arc<dyn Workload>,
+        workload: Arc<dyn Operations>,
         recorder: Arc<Recorder>,
         endpoints: Vec<NodeEndpoint>,
         options: ClientOptions,

@@ -2,7 +2,8 @@
 //!
 //! This module holds the plain data every stage agrees on. Workloads and the nemesis
 //! produce [`Op`]s, the history writer appends them as they happen, and checkers read them
-//! back without knowing anything about ZooKeeper's client or SSH.
+//! back without knowing anything about ZooKeeper's client or SSH. [`fault_intervals`] reads
+//! when each fault was in effect out of the nemesis's operations.
 
 use serde::{Deserialize, Serialize};
 
@@ -96,8 +97,12 @@ pub struct Op {
     pub version: Option<i32>,
 }
 
+mod faults;
 mod quantiles;
 mod recorder;
+#[cfg(test)]
+pub mod testing;
 
+pub use faults::{fault_intervals, FaultInterval};
 pub use quantiles::Quantiles;
 pub use recorder::{Meta, Recorder};

@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use super::target::Target;
-use super::{BoxFuture, Nemesis};
+use super::Nemesis;
 use crate::config::Duration;
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
@@ -199,6 +199,7 @@ impl Drop for ClockNemesis {
     }
 }
 
+#[async_trait::async_trait]
 impl Nemesis for ClockNemesis {
     fn kind(&self) -> &str {
         "clock"
@@ -211,69 +212,65 @@ impl Nemesis for ClockNemesis {
         }
     }
 
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let hit = match self.cfg.mode {
-                ClockMode::Reset => crate::db::servers(self.db.as_ref(), self.control.nodes()),
-                _ => {
-                    self.target
-                        .pick(self.control.nodes(), self.db.as_ref())
-                        .await?
-                }
-            };
-            let offset = if self.cfg.mode == ClockMode::Reset {
-                0
-            } else {
-                self.cfg.delta_ms
-            };
-            let sets = hit
-                .iter()
-                .map(|n| set_offset(&self.control, self.db.as_ref(), n, offset));
-            for result in futures::future::join_all(sets).await {
-                result.context("cannot set a clock")?;
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        let hit = match self.cfg.mode {
+            ClockMode::Reset => crate::db::servers(self.db.as_ref(), self.control.nodes()),
+            _ => {
+                self.target
+                    .pick(self.control.nodes(), self.db.as_ref())
+                    .await?
             }
-            if self.cfg.mode == ClockMode::Strobe {
-                let (control, db, nodes, delta, period) = (
-                    self.control.clone(),
-                    self.db.clone(),
-                    hit.clone(),
-                    self.cfg.delta_ms,
-                    self.cfg.period.0,
-                );
-                let strobing = tokio::spawn(async move {
-                    for flip in 1u64.. {
-                        tokio::time::sleep(period).await;
-                        let offset = if flip % 2 == 0 { delta } else { 0 };
-                        for node in &nodes {
-                            if let Err(e) = set_offset(&control, db.as_ref(), node, offset).await {
-                                tracing::warn!("strobe on {}: {e:#}", node.name);
-                            }
+        };
+        let offset = if self.cfg.mode == ClockMode::Reset {
+            0
+        } else {
+            self.cfg.delta_ms
+        };
+        let sets = hit
+            .iter()
+            .map(|n| set_offset(&self.control, self.db.as_ref(), n, offset));
+        for result in futures::future::join_all(sets).await {
+            result.context("cannot set a clock")?;
+        }
+        if self.cfg.mode == ClockMode::Strobe {
+            let (control, db, nodes, delta, period) = (
+                self.control.clone(),
+                self.db.clone(),
+                hit.clone(),
+                self.cfg.delta_ms,
+                self.cfg.period.0,
+            );
+            let strobing = tokio::spawn(async move {
+                for flip in 1u64.. {
+                    tokio::time::sleep(period).await;
+                    let offset = if flip % 2 == 0 { delta } else { 0 };
+                    for node in &nodes {
+                        if let Err(e) = set_offset(&control, db.as_ref(), node, offset).await {
+                            tracing::warn!("strobe on {}: {e:#}", node.name);
                         }
                     }
-                });
-                if let Some(old) = self
-                    .strobe
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .replace(strobing)
-                {
-                    old.abort();
                 }
+            });
+            if let Some(old) = self
+                .strobe
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .replace(strobing)
+            {
+                old.abort();
             }
-            Ok(self.offsets_value(&hit).await)
-        })
+        }
+        Ok(self.offsets_value(&hit).await)
     }
 
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let strobing = self.strobe.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(strobing) = strobing {
-                strobing.abort();
-                let _ = strobing.await;
-            }
-            reset_all(&self.control, self.db.as_ref()).await?;
-            Ok(self.offsets_value(&[]).await)
-        })
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        let strobing = self.strobe.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(strobing) = strobing {
+            strobing.abort();
+            let _ = strobing.await;
+        }
+        reset_all(&self.control, self.db.as_ref()).await?;
+        Ok(self.offsets_value(&[]).await)
     }
 }
 

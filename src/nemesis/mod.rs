@@ -10,10 +10,7 @@ mod partition;
 mod process;
 mod target;
 
-use std::future::Future;
-
 use anyhow::Context;
-use std::pin::Pin;
 use std::sync::Arc;
 
 pub use clock::ClockConfig;
@@ -26,12 +23,10 @@ pub use process::{ProcessFault, ProcessNemesis};
 use crate::control::Control;
 use crate::db::Db;
 
-/// A boxed future, as returned by the object-safe [`Nemesis`] trait.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
 /// A fault that can be started and stopped. The generator drives it on a schedule and records
 /// each call as a `start-<kind>` / `stop-<kind>` operation of the `"nemesis"` process, with the
 /// returned value (what was done, e.g. the grudge of a partition) as the completion's value.
+#[async_trait::async_trait]
 pub trait Nemesis: Send + Sync {
     /// The fault kind: `partition`, `kill`, `pause`, `clock` or `packet`.
     fn kind(&self) -> &str;
@@ -41,9 +36,9 @@ pub trait Nemesis: Send + Sync {
         String::new()
     }
     /// Injects the fault.
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>>;
+    async fn start(&self) -> anyhow::Result<serde_json::Value>;
     /// Heals the fault injected by the last `start` (a no-op when none is active).
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>>;
+    async fn stop(&self) -> anyhow::Result<serde_json::Value>;
 }
 
 /// The fault kinds `build` knows.

@@ -12,7 +12,7 @@ use rand::Rng;
 use super::clock::ClockMode;
 use super::partition::PartitionSpec;
 use super::target::Target;
-use super::{BoxFuture, ClockConfig, HolderView, Nemesis, NetemConfig, KINDS};
+use super::{ClockConfig, HolderView, Nemesis, NetemConfig, KINDS};
 use crate::control::{Control, Node};
 use crate::db::Db;
 
@@ -52,6 +52,7 @@ impl RandomMix {
     }
 }
 
+#[async_trait::async_trait]
 impl Nemesis for RandomMix {
     fn kind(&self) -> &str {
         self.current().kind()
@@ -61,18 +62,16 @@ impl Nemesis for RandomMix {
         self.current().target()
     }
 
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        self.current().start()
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        self.current().start().await
     }
 
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
         let fault = self.current().clone();
-        Box::pin(async move {
-            let healed = fault.stop().await;
-            *self.next.lock().unwrap_or_else(|p| p.into_inner()) =
-                rand::thread_rng().gen_range(0..self.faults.len());
-            healed
-        })
+        let healed = fault.stop().await;
+        *self.next.lock().unwrap_or_else(|p| p.into_inner()) =
+            rand::thread_rng().gen_range(0..self.faults.len());
+        healed
     }
 }
 
@@ -484,17 +483,18 @@ mod tests {
     /// A fault that does nothing but answer to its name.
     struct Named(&'static str);
 
+    #[async_trait::async_trait]
     impl Nemesis for Named {
         fn kind(&self) -> &str {
             self.0
         }
 
-        fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-            Box::pin(async { Ok(serde_json::Value::Null) })
+        async fn start(&self) -> anyhow::Result<serde_json::Value> {
+            Ok(serde_json::Value::Null)
         }
 
-        fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-            Box::pin(async { Ok(serde_json::Value::Null) })
+        async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+            Ok(serde_json::Value::Null)
         }
     }
 

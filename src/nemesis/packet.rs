@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::grudge::{self, Shape};
 use super::target::Target;
-use super::{BoxFuture, Nemesis};
+use super::Nemesis;
 use crate::config::Duration;
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
@@ -292,6 +292,7 @@ impl PacketNemesis {
     }
 }
 
+#[async_trait::async_trait]
 impl Nemesis for PacketNemesis {
     fn kind(&self) -> &str {
         "packet"
@@ -304,42 +305,38 @@ impl Nemesis for PacketNemesis {
         }
     }
 
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let args = self.netem.netem_args()?;
-            let (plan, value) = self.plan(&args).await?;
-            *self.active.lock().unwrap_or_else(|p| p.into_inner()) = true;
-            let args = &args;
-            let applies = plan.iter().map(|(node, slow)| async move {
-                let cmd = self.shaping_command(node, slow.as_deref(), args).await?;
-                self.control
-                    .exec(
-                        node,
-                        &format!("{}; {cmd}", heal_command(node)),
-                        Retry::Idempotent,
-                    )
-                    .await
-            });
-            for result in futures::future::join_all(applies).await {
-                result.context("cannot apply netem")?;
-            }
-            Ok(value)
-        })
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        let args = self.netem.netem_args()?;
+        let (plan, value) = self.plan(&args).await?;
+        *self.active.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        let args = &args;
+        let applies = plan.iter().map(|(node, slow)| async move {
+            let cmd = self.shaping_command(node, slow.as_deref(), args).await?;
+            self.control
+                .exec(
+                    node,
+                    &format!("{}; {cmd}", heal_command(node)),
+                    Retry::Idempotent,
+                )
+                .await
+        });
+        for result in futures::future::join_all(applies).await {
+            result.context("cannot apply netem")?;
+        }
+        Ok(value)
     }
 
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let was = std::mem::take(&mut *self.active.lock().unwrap_or_else(|p| p.into_inner()));
-            let heals = self.control.nodes().iter().map(|n| async move {
-                self.control
-                    .exec(n, &heal_command(n), Retry::Idempotent)
-                    .await
-            });
-            for result in futures::future::join_all(heals).await {
-                result.context("cannot remove netem")?;
-            }
-            Ok(json!({ "healed": was }))
-        })
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        let was = std::mem::take(&mut *self.active.lock().unwrap_or_else(|p| p.into_inner()));
+        let heals = self.control.nodes().iter().map(|n| async move {
+            self.control
+                .exec(n, &heal_command(n), Retry::Idempotent)
+                .await
+        });
+        for result in futures::future::join_all(heals).await {
+            result.context("cannot remove netem")?;
+        }
+        Ok(json!({ "healed": was }))
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::grudge::{self, Grudge, Shape};
 use super::target::Target;
-use super::{BoxFuture, Nemesis};
+use super::Nemesis;
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
@@ -132,6 +132,7 @@ pub fn drop_command(nodes: &[Node], dropped: &[&String]) -> String {
     cmd
 }
 
+#[async_trait::async_trait]
 impl Nemesis for Partition {
     fn kind(&self) -> &str {
         "partition"
@@ -141,42 +142,38 @@ impl Nemesis for Partition {
         self.spec.to_string()
     }
 
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let grudge = self.grudge().await?;
-            let cut = grudge::acting(&grudge);
-            let nodes = self.control.nodes();
-            let applies = grudge
-                .iter()
-                .filter(|(_, d)| !d.is_empty())
-                .map(|(name, dropped)| {
-                    let node = nodes
-                        .iter()
-                        .find(|n| &n.name == name)
-                        .expect("grudge names come from the nodes");
-                    let cmd = drop_command(nodes, &dropped.iter().collect::<Vec<_>>());
-                    async move { self.control.exec(node, &cmd, Retry::Idempotent).await }
-                });
-            *self.active.lock().unwrap_or_else(|p| p.into_inner()) = Some(grudge.clone());
-            for result in futures::future::join_all(applies).await {
-                result.context("cannot apply the partition")?;
-            }
-            Ok(json!({ "grudge": grudge, "nodes": cut }))
-        })
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        let grudge = self.grudge().await?;
+        let cut = grudge::acting(&grudge);
+        let nodes = self.control.nodes();
+        let applies = grudge
+            .iter()
+            .filter(|(_, d)| !d.is_empty())
+            .map(|(name, dropped)| {
+                let node = nodes
+                    .iter()
+                    .find(|n| &n.name == name)
+                    .expect("grudge names come from the nodes");
+                let cmd = drop_command(nodes, &dropped.iter().collect::<Vec<_>>());
+                async move { self.control.exec(node, &cmd, Retry::Idempotent).await }
+            });
+        *self.active.lock().unwrap_or_else(|p| p.into_inner()) = Some(grudge.clone());
+        for result in futures::future::join_all(applies).await {
+            result.context("cannot apply the partition")?;
+        }
+        Ok(json!({ "grudge": grudge, "nodes": cut }))
     }
 
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let healed = self.active.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let heals = self
-                .control
-                .nodes()
-                .iter()
-                .map(|n| self.control.exec(n, HEAL_COMMAND, Retry::Idempotent));
-            for result in futures::future::join_all(heals).await {
-                result.context("cannot heal the partition")?;
-            }
-            Ok(json!({ "healed": healed.is_some() }))
-        })
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        let healed = self.active.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let heals = self
+            .control
+            .nodes()
+            .iter()
+            .map(|n| self.control.exec(n, HEAL_COMMAND, Retry::Idempotent));
+        for result in futures::future::join_all(heals).await {
+            result.context("cannot heal the partition")?;
+        }
+        Ok(json!({ "healed": healed.is_some() }))
     }
 }

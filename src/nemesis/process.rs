@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use super::target::Target;
-use super::{BoxFuture, Nemesis};
+use super::Nemesis;
 use crate::control::{Control, Node};
 use crate::db::Db;
 
@@ -50,6 +50,7 @@ impl ProcessNemesis {
     }
 }
 
+#[async_trait::async_trait]
 impl Nemesis for ProcessNemesis {
     fn kind(&self) -> &str {
         match self.fault {
@@ -64,59 +65,55 @@ impl Nemesis for ProcessNemesis {
 
     /// Kills or pauses the server on each picked node that runs one; the value lists them
     /// (a node whose server was not running is left out: nothing was done to it).
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let picked = self
-                .target
-                .pick(self.control.nodes(), self.db.as_ref())
-                .await?;
-            let running = picked.iter().map(|node| async move {
-                self.db
-                    .is_running(&self.control, node)
-                    .await
-                    .map(|up| up.then(|| node.clone()))
-            });
-            let mut nodes = Vec::new();
-            for result in futures::future::join_all(running).await {
-                nodes.extend(result?);
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        let picked = self
+            .target
+            .pick(self.control.nodes(), self.db.as_ref())
+            .await?;
+        let running = picked.iter().map(|node| async move {
+            self.db
+                .is_running(&self.control, node)
+                .await
+                .map(|up| up.then(|| node.clone()))
+        });
+        let mut nodes = Vec::new();
+        for result in futures::future::join_all(running).await {
+            nodes.extend(result?);
+        }
+        anyhow::ensure!(
+            !nodes.is_empty(),
+            "no {} server was running on {} to {}",
+            self.db.name(),
+            Self::names(&picked).join(", "),
+            self.kind()
+        );
+        self.hit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(nodes.iter().cloned());
+        let faults = nodes.iter().map(|node| async move {
+            match self.fault {
+                ProcessFault::Kill => self.db.kill(&self.control, node).await,
+                ProcessFault::Pause => self.db.pause(&self.control, node).await,
             }
-            anyhow::ensure!(
-                !nodes.is_empty(),
-                "no {} server was running on {} to {}",
-                self.db.name(),
-                Self::names(&picked).join(", "),
-                self.kind()
-            );
-            self.hit
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend(nodes.iter().cloned());
-            let faults = nodes.iter().map(|node| async move {
-                match self.fault {
-                    ProcessFault::Kill => self.db.kill(&self.control, node).await,
-                    ProcessFault::Pause => self.db.pause(&self.control, node).await,
-                }
-            });
-            for result in futures::future::join_all(faults).await {
-                result?;
-            }
-            Ok(json!({ "nodes": Self::names(&nodes) }))
-        })
+        });
+        for result in futures::future::join_all(faults).await {
+            result?;
+        }
+        Ok(json!({ "nodes": Self::names(&nodes) }))
     }
 
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let nodes = std::mem::take(&mut *self.hit.lock().unwrap_or_else(|p| p.into_inner()));
-            let heals = nodes.iter().map(|node| async move {
-                match self.fault {
-                    ProcessFault::Kill => self.db.start(&self.control, node).await,
-                    ProcessFault::Pause => self.db.resume(&self.control, node).await,
-                }
-            });
-            for result in futures::future::join_all(heals).await {
-                result?;
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        let nodes = std::mem::take(&mut *self.hit.lock().unwrap_or_else(|p| p.into_inner()));
+        let heals = nodes.iter().map(|node| async move {
+            match self.fault {
+                ProcessFault::Kill => self.db.start(&self.control, node).await,
+                ProcessFault::Pause => self.db.resume(&self.control, node).await,
             }
-            Ok(json!({ "nodes": Self::names(&nodes) }))
-        })
+        });
+        for result in futures::future::join_all(heals).await {
+            result?;
+        }
+        Ok(json!({ "nodes": Self::names(&nodes) }))
     }
 }

@@ -13,8 +13,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::font::{self, FAMILY};
-use super::nemesis_intervals::NemesisInterval;
 use super::style::{fault_colour, Marker, BAND_OPACITY};
+use crate::history::FaultInterval;
 
 /// Image width in pixels.
 pub const WIDTH: u32 = 1200;
@@ -80,7 +80,7 @@ pub struct Frame<'a> {
     /// The length of the time axis in seconds.
     pub seconds: f64,
     /// The faults to shade.
-    pub faults: &'a [NemesisInterval],
+    pub faults: &'a [FaultInterval],
     /// Legend entries for the data (fault entries are added).
     pub legend: Vec<LegendEntry>,
 }
@@ -207,7 +207,7 @@ where
 }
 
 /// One entry per fault kind, in order of first appearance, or a note that there were none.
-fn fault_legend(faults: &[NemesisInterval]) -> Vec<LegendEntry> {
+fn fault_legend(faults: &[FaultInterval]) -> Vec<LegendEntry> {
     let mut kinds: Vec<&str> = Vec::new();
     for f in faults {
         if !kinds.contains(&f.kind.as_str()) {

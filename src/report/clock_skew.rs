@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::canvas::{render, Frame, LegendEntry, PlotArea, Sample, Scale};
 use super::style::{f_colour, Marker};
-use super::Timeline;
+use super::PlotData;
 use crate::history::{Op, OpType, Process};
 
 /// Each node's measured offsets in milliseconds, as (seconds since start, offset) points,
@@ -53,7 +53,7 @@ pub fn plot_clock_skew(history: &[Op], path: &Path) -> anyhow::Result<Option<Plo
     if offsets.is_empty() {
         return Ok(None);
     }
-    let timeline = Timeline::new(history);
+    let data = PlotData::new(history);
     let values = offsets.values().flatten().map(|p| p.1);
     let (low, high) = values.fold((0f64, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let margin = ((high - low) * 0.1).max(10.0);
@@ -70,8 +70,8 @@ pub fn plot_clock_skew(history: &[Op], path: &Path) -> anyhow::Result<Option<Plo
         y_desc: "offset (ms)",
         y_range: (low - margin)..(high + margin),
         y_scale: Scale::Linear,
-        seconds: timeline.seconds,
-        faults: &timeline.faults,
+        seconds: data.seconds,
+        faults: &data.faults,
         legend,
     };
     let area = render(path, frame, |painter| {

@@ -6,7 +6,7 @@ use super::buckets::{quantile, Buckets};
 use super::canvas::{render, Frame, LegendEntry, PlotArea, Sample, Scale};
 use super::latency_raw::{latency_ms, log_range};
 use super::style::{f_colour, Marker};
-use super::Timeline;
+use super::PlotData;
 use crate::history::OpType;
 
 /// The quantiles drawn, with their names and markers.
@@ -20,13 +20,13 @@ const QUANTILES: [(f64, &str, Marker); 4] = [
 /// Draws, per function, the latency quantiles of the operations invoked in each time bucket,
 /// on a log scale over the fault bands. Operations that ended `info` are left out: their
 /// latency is a timeout, not a service time.
-pub fn plot_latency_quantiles(timeline: &Timeline<'_>, path: &Path) -> anyhow::Result<PlotArea> {
-    let buckets = Buckets::over(timeline.seconds);
+pub fn plot_latency_quantiles(data: &PlotData<'_>, path: &Path) -> anyhow::Result<PlotArea> {
+    let buckets = Buckets::over(data.seconds);
     let mut legend = Vec::new();
     let mut lines = Vec::new();
-    for (i, f) in timeline.functions().iter().enumerate() {
+    for (i, f) in data.functions().iter().enumerate() {
         let mut latencies: Vec<Vec<f64>> = vec![Vec::new(); buckets.count()];
-        for s in &timeline.ops {
+        for s in &data.ops {
             if s.invoke.f == *f && s.outcome() != OpType::Info {
                 latencies[buckets.of(s.invoke.time as f64 / 1e9)].push(latency_ms(s.latency()));
             }
@@ -53,8 +53,8 @@ pub fn plot_latency_quantiles(timeline: &Timeline<'_>, path: &Path) -> anyhow::R
         y_desc: "latency (ms)",
         y_range: lo..hi,
         y_scale: Scale::Log,
-        seconds: timeline.seconds,
-        faults: &timeline.faults,
+        seconds: data.seconds,
+        faults: &data.faults,
         legend,
     };
     render(path, frame, |painter| {

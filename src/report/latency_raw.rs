@@ -4,23 +4,23 @@ use std::path::Path;
 
 use super::canvas::{render, Frame, LegendEntry, PlotArea, Sample, Scale};
 use super::style::{f_colour, outcome_marker, outcome_name};
-use super::Timeline;
+use super::PlotData;
 use crate::history::OpType;
 
 /// Smallest latency shown, so that a zero latency still has a place on the log scale.
 const FLOOR_MS: f64 = 0.001;
 
-/// Draws every client operation of `timeline` as a point (x: invocation time, y: latency in
+/// Draws every client operation of `data` as a point (x: invocation time, y: latency in
 /// ms on a log scale), coloured by function, shaped by outcome, over the fault bands.
-pub fn plot_latency_raw(timeline: &Timeline<'_>, path: &Path) -> anyhow::Result<PlotArea> {
-    let functions = timeline.functions();
+pub fn plot_latency_raw(data: &PlotData<'_>, path: &Path) -> anyhow::Result<PlotArea> {
+    let functions = data.functions();
     let outcomes = [OpType::Ok, OpType::Fail, OpType::Info];
     let mut legend = Vec::new();
     // Per (function, outcome): the points, so rarer outcomes are drawn over the common ones.
     let mut series = Vec::new();
     for (i, f) in functions.iter().enumerate() {
         for outcome in outcomes {
-            let points: Vec<(f64, f64)> = timeline
+            let points: Vec<(f64, f64)> = data
                 .ops
                 .iter()
                 .filter(|s| s.invoke.f == *f && s.outcome() == outcome)
@@ -47,8 +47,8 @@ pub fn plot_latency_raw(timeline: &Timeline<'_>, path: &Path) -> anyhow::Result<
         y_desc: "latency (ms)",
         y_range: lo..hi,
         y_scale: Scale::Log,
-        seconds: timeline.seconds,
-        faults: &timeline.faults,
+        seconds: data.seconds,
+        faults: &data.faults,
         legend,
     };
     render(path, frame, |painter| {

@@ -1,59 +1,59 @@
-//! Plots of a test's history, as PNG files in the results folder: `latency-raw.png`,
-//! `latency-quantiles.png` and `rate.png`, each with the intervals when a fault was active
-//! shaded behind the data.
+//! What a person looks at after a run: plots of its history as PNG files in the results
+//! folder (`latency-raw.png`, `latency-quantiles.png`, `rate.png`, each with the intervals
+//! when a fault was active shaded behind the data), and [`timeline`], the `timeline.html`
+//! picture of the history. [`html::escape`] is the one escaping of text for HTML and XML;
+//! the fault kinds have one set of colours, in `style`.
 //!
 //! Text is drawn with an embedded font, so rendering needs neither fontconfig nor any font
-//! installed on the machine. [`pair_ops`] and [`nemesis_intervals`] turn a history into
-//! operation spans and fault intervals for anyone else who draws or checks a timeline.
+//! installed on the machine. [`pair_ops`] turns a history into operation spans for anyone else
+//! who draws one; the fault bands come from [`crate::history::fault_intervals`].
 
 mod buckets;
 mod canvas;
 mod clock_skew;
 mod font;
+pub mod html;
 mod latency_quantiles;
 mod latency_raw;
-mod nemesis_intervals;
 mod op_spans;
 mod rate;
 pub mod recipes;
 mod style;
-#[cfg(test)]
-pub mod test_history;
+pub mod timeline;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::history::{Op, Process};
+use crate::history::{fault_intervals, FaultInterval, Op, Process};
 
 pub use canvas::PlotArea;
 pub use clock_skew::plot_clock_skew;
 pub use latency_quantiles::plot_latency_quantiles;
 pub use latency_raw::plot_latency_raw;
-pub use nemesis_intervals::{nemesis_intervals, NemesisInterval};
 pub use op_spans::{pair_ops, OpSpan};
 pub use rate::plot_rate;
 
 /// What the plots are drawn from: the client operations, the faults, and the test's length.
 #[derive(Debug, Clone)]
-pub struct Timeline<'a> {
+pub struct PlotData<'a> {
     /// The client operations (not the nemesis's), in invocation order.
     pub ops: Vec<OpSpan<'a>>,
     /// When each fault was active.
-    pub faults: Vec<NemesisInterval>,
+    pub faults: Vec<FaultInterval>,
     /// Seconds from the start of the test to its last op (at least 1, for a readable axis).
     pub seconds: f64,
 }
 
-impl<'a> Timeline<'a> {
-    /// Reads the timeline out of a history (ops in history order).
-    pub fn new(history: &'a [Op]) -> Timeline<'a> {
+impl<'a> PlotData<'a> {
+    /// Reads the plot data out of a history (ops in history order).
+    pub fn new(history: &'a [Op]) -> PlotData<'a> {
         let end = history.iter().map(|o| o.time).max().unwrap_or(0);
-        Timeline {
+        PlotData {
             ops: pair_ops(history)
                 .into_iter()
                 .filter(|s| matches!(s.invoke.process, Process::Client(_)))
                 .collect(),
-            faults: nemesis_intervals(history),
+            faults: fault_intervals(history),
             seconds: (end as f64 / 1e9).max(1.0),
         }
     }
@@ -65,8 +65,8 @@ impl<'a> Timeline<'a> {
     }
 }
 
-/// A function that draws one plot of a timeline into a PNG file.
-pub type PlotFn = fn(&Timeline<'_>, &Path) -> anyhow::Result<PlotArea>;
+/// A function that draws one plot of the plot data into a PNG file.
+pub type PlotFn = fn(&PlotData<'_>, &Path) -> anyhow::Result<PlotArea>;
 
 /// The plots of a results folder: file name and how to draw it.
 pub const PLOTS: [(&str, PlotFn); 3] = [
@@ -78,12 +78,12 @@ pub const PLOTS: [(&str, PlotFn); 3] = [
 /// Draws `latency-raw.png`, `latency-quantiles.png` and `rate.png` for `history` into `dir`,
 /// and `clock-skew.png` when the history has clock faults, and returns their paths.
 pub fn write_plots(history: &[Op], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let timeline = Timeline::new(history);
+    let data = PlotData::new(history);
     let mut paths = PLOTS
         .into_iter()
         .map(|(name, plot)| {
             let path = dir.join(name);
-            plot(&timeline, &path).map(|_| path)
+            plot(&data, &path).map(|_| path)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let skew = dir.join("clock-skew.png");
@@ -102,8 +102,8 @@ mod tests {
 
     use super::canvas::{HEIGHT, WIDTH};
     use super::style::{fault_colour, BAND_OPACITY};
-    use super::test_history::op;
     use super::*;
+    use crate::history::testing::op;
     use crate::history::OpType;
 
     const S: u64 = 1_000_000_000;
@@ -190,12 +190,12 @@ mod tests {
     #[test]
     fn plots_shade_fault_intervals_and_only_them() {
         let history = synthetic_history();
-        let timeline = Timeline::new(&history);
-        assert_eq!(timeline.faults.len(), 2);
+        let data = PlotData::new(&history);
+        assert_eq!(data.faults.len(), 2);
         let dir = tempfile::tempdir().unwrap();
         for (name, plot) in PLOTS {
             let path = dir.path().join(name);
-            let area = plot(&timeline, &path).unwrap();
+            let area = plot(&data, &path).unwrap();
             let (w, h, rgb) = read_png(&path);
             assert_eq!((w, h), (WIDTH, HEIGHT), "{name}");
             for (t, kind, inside) in [

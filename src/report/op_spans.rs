@@ -57,7 +57,7 @@ pub fn pair_ops(ops: &[Op]) -> Vec<OpSpan<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_history::op;
+    use crate::history::testing::op;
 
     #[test]
     fn pairs_per_process_and_ends_open_ops_as_info() {

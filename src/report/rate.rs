@@ -5,20 +5,20 @@ use std::path::Path;
 use super::buckets::Buckets;
 use super::canvas::{render, Frame, LegendEntry, PlotArea, Sample, Scale};
 use super::style::{f_colour, outcome_marker, outcome_name};
-use super::Timeline;
+use super::PlotData;
 use crate::history::OpType;
 
 /// Draws, per function and outcome, how many operations completed per second in each time
 /// bucket, over the fault bands. A bucket with no completions is drawn at zero, so an outage
 /// shows as a drop.
-pub fn plot_rate(timeline: &Timeline<'_>, path: &Path) -> anyhow::Result<PlotArea> {
-    let buckets = Buckets::over(timeline.seconds);
+pub fn plot_rate(data: &PlotData<'_>, path: &Path) -> anyhow::Result<PlotArea> {
+    let buckets = Buckets::over(data.seconds);
     let mut legend = Vec::new();
     let mut lines = Vec::new();
-    for (i, f) in timeline.functions().iter().enumerate() {
+    for (i, f) in data.functions().iter().enumerate() {
         for outcome in [OpType::Ok, OpType::Fail, OpType::Info] {
             let mut counts = vec![0u64; buckets.count()];
-            for s in &timeline.ops {
+            for s in &data.ops {
                 if s.invoke.f == *f && s.outcome() == outcome {
                     counts[buckets.of(s.end as f64 / 1e9)] += 1;
                 }
@@ -48,8 +48,8 @@ pub fn plot_rate(timeline: &Timeline<'_>, path: &Path) -> anyhow::Result<PlotAre
         y_desc: "throughput (ops/s)",
         y_range: 0.0..top * 1.1,
         y_scale: Scale::Linear,
-        seconds: timeline.seconds,
-        faults: &timeline.faults,
+        seconds: data.seconds,
+        faults: &data.faults,
         legend,
     };
     render(path, frame, |painter| {

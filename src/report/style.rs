@@ -1,5 +1,5 @@
-//! Colours and marker shapes: one colour per operation function and per fault kind, one
-//! marker per outcome.
+//! Colours and marker shapes: one colour per operation function and per fault kind (the same
+//! in the plots and in `timeline.html`), one marker per outcome.
 
 use plotters::style::RGBColor;
 
@@ -58,14 +58,28 @@ pub fn f_colour(f: &str, position: usize) -> RGBColor {
     }
 }
 
+/// The colours of the fault kinds the harness knows, for plots and the timeline alike.
+const FAULT_COLOURS: [(&str, RGBColor); 5] = [
+    ("partition", RGBColor(214, 39, 40)),
+    ("kill", RGBColor(60, 60, 60)),
+    ("pause", RGBColor(148, 103, 189)),
+    ("clock", RGBColor(188, 189, 34)),
+    ("packet", RGBColor(23, 190, 207)),
+];
+
+/// The colour of any other fault kind.
+const OTHER_FAULT: RGBColor = RGBColor(140, 86, 75);
+
 /// The colour of a fault kind's band.
 pub fn fault_colour(kind: &str) -> RGBColor {
-    match kind {
-        "partition" => RGBColor(214, 39, 40),
-        "kill" => RGBColor(60, 60, 60),
-        "pause" => RGBColor(148, 103, 189),
-        "clock" => RGBColor(188, 189, 34),
-        "packet" => RGBColor(23, 190, 207),
-        _ => RGBColor(140, 86, 75),
-    }
+    FAULT_COLOURS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or(OTHER_FAULT, |(_, colour)| *colour)
+}
+
+/// The colour of a fault kind's band as a CSS hex colour, e.g. `#d62728`.
+pub fn fault_css(kind: &str) -> String {
+    let RGBColor(r, g, b) = fault_colour(kind);
+    format!("#{r:02x}{g:02x}{b:02x}")
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::checker::result::Validity;
-use crate::store::{Results, RunFolder, TestConfig};
+use crate::store::{Figures, Results, RunFolder, TestConfig};
 use crate::suite::{Summary, Verdict};
 
 /// How deep runs are looked for: `suites/<suite>/<stamp>/tests/<test>/<stamp>` is 6.
@@ -27,6 +27,8 @@ pub struct Run {
     pub nemesis: String,
     /// The database.
     pub db: String,
+    /// What a recipe run measured (empty for other runs, and before results.json).
+    pub figures: Figures,
 }
 
 /// One suite run.
@@ -102,27 +104,32 @@ fn last_segment(rel: &str) -> String {
 /// A run's facts from its `test.yaml` and `results.json`, with what is missing or unreadable
 /// left blank.
 pub fn read_run(dir: &Path, rel: &str) -> Run {
+    read_run_and_results(dir, rel).0
+}
+
+/// A run's facts, and its `results.json` when it has a readable one (each file read once).
+pub fn read_run_and_results(dir: &Path, rel: &str) -> (Run, Option<Results>) {
     let folder = RunFolder::open(dir);
     let config = folder.read_config().ok().flatten();
+    let results = folder.read_results().ok().flatten();
     let parent_name = rel.rsplit('/').nth(1).unwrap_or("?").to_string();
-    Run {
+    let run = Run {
         rel: rel.to_string(),
         name: config.as_ref().map_or(parent_name, |c| c.name.clone()),
         stamp: last_segment(rel),
-        verdict: read_results(dir).as_ref().map(verdict_of),
+        verdict: results.as_ref().map(verdict_of),
+        figures: results
+            .as_ref()
+            .map_or_else(Figures::default, |r| r.figures.clone()),
         workload: config
             .as_ref()
-            .map_or("?".into(), |c| c.workload.workload.name().to_string()),
+            .map_or("?".into(), |c| c.workload.workload.clone()),
         nemesis: config
             .as_ref()
             .map_or("none".into(), TestConfig::fault_kinds),
         db: config.map_or("?".into(), |c| c.db),
-    }
-}
-
-/// A run's `results.json`, if it has a readable one.
-pub fn read_results(dir: &Path) -> Option<Results> {
-    RunFolder::open(dir).read_results().ok().flatten()
+    };
+    (run, results)
 }
 
 /// The verdict `results.json` states (an aborted run is unknown).

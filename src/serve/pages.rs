@@ -10,8 +10,9 @@ use super::catalog::{self, Run, SuiteRun};
 use super::latency::RunStats;
 use super::paths::{encode, encode_path};
 use crate::history::Quantiles;
+use crate::report::html::escape;
 use crate::store::{Figures, Results};
-use crate::suite::html::{escape, STYLE};
+use crate::suite::html::STYLE;
 use crate::suite::Verdict;
 
 /// Filters of the index, from its query string.
@@ -127,8 +128,7 @@ pub fn index(runs: &[Run], suites: &[SuiteRun], filter: &Filter) -> String {
 
 /// The page of the run in `dir` (`rel` from the results folder).
 pub fn run(dir: &Path, rel: &str) -> String {
-    let run = catalog::read_run(dir, rel);
-    let results = catalog::read_results(dir);
+    let (run, results) = catalog::read_run_and_results(dir, rel);
     let (label, colour) = verdict_label(run.verdict);
     let files = |name: &str| format!("/files/{}/{}", encode_path(rel), encode(name));
     let mut body = String::new();
@@ -277,9 +277,9 @@ fn listing(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
 }
 
 /// The trend of the test `name`: each run's verdict, counts and p50/p99 latency per
-/// function, oldest first, with a chart of the latencies, and for recipe runs (read from each
-/// run's results.json under `root`) their latencies and herd figures.
-pub fn trend(name: &str, runs: &[(Run, RunStats)], root: &Path) -> String {
+/// function, oldest first, with a chart of the latencies, and for recipe runs their latencies
+/// and herd figures.
+pub fn trend(name: &str, runs: &[(Run, RunStats)]) -> String {
     let mut body = String::new();
     let functions: Vec<String> = {
         let mut fs: Vec<String> = runs.iter().flat_map(|(_, s)| s.keys().cloned()).collect();
@@ -327,7 +327,7 @@ pub fn trend(name: &str, runs: &[(Run, RunStats)], root: &Path) -> String {
         body.push_str("</tr>\n");
     }
     body.push_str("</table>\n");
-    body.push_str(&recipe_table(runs, root));
+    body.push_str(&recipe_table(runs));
     page(&format!("trend of {name}"), &body)
 }
 
@@ -352,13 +352,10 @@ fn recipe_cells(figures: &Figures) -> Option<[String; 9]> {
 }
 
 /// A table of recipe figures across the runs that have them (empty when none has).
-fn recipe_table(runs: &[(Run, RunStats)], root: &Path) -> String {
+fn recipe_table(runs: &[(Run, RunStats)]) -> String {
     let rows: Vec<(&Run, [String; 9])> = runs
         .iter()
-        .filter_map(|(run, _)| {
-            let results = catalog::read_results(&root.join(&run.rel))?;
-            Some((run, recipe_cells(&results.figures)?))
-        })
+        .filter_map(|(run, _)| Some((run, recipe_cells(&run.figures)?)))
         .collect();
     if rows.is_empty() {
         return String::new();
@@ -450,7 +447,7 @@ fn chart(runs: &[(Run, RunStats)], functions: &[String]) -> String {
 mod recipe_tests {
     use super::*;
     use crate::report::recipes::LoadFigures;
-    use crate::store::figures::ServerFigures;
+    use crate::store::ServerFigures;
 
     #[test]
     fn recipe_runs_show_latency_and_herd_figures() {

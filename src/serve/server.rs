@@ -106,7 +106,7 @@ fn route(url: &str, root: &Path, cache: &Cache) -> Reply {
                 (r, stats)
             })
             .collect();
-        return html(pages::trend(&name, &with_stats, root));
+        return html(pages::trend(&name, &with_stats));
     }
     if let Some(rel) = decoded.strip_prefix("/run/") {
         return match paths::resolve(root, rel) {

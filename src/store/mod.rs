@@ -7,11 +7,12 @@
 //! through [`RunFolder`] as typed structs; no command reads another's output.
 
 mod config;
-pub mod figures;
 mod results;
 mod run_folder;
 
+pub use crate::workload::Figures;
+#[cfg(test)]
+pub use crate::workload::ServerFigures;
 pub use config::TestConfig;
-pub use figures::Figures;
 pub use results::{Results, SCHEMA};
 pub use run_folder::{stamp, RunFolder};

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::Figures;
 use crate::checker::exposure::Exposure;
 use crate::checker::lost::LostReport;
 use crate::checker::result::{Counts, Validity};
+use crate::workload::Figures;
 
 /// The schema `results.json` is written in. Version 1 (folders written before this module
 /// existed, without the field) is read too: `RunFolder::read_results` derives its figures

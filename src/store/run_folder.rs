@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::{Figures, Results, TestConfig, SCHEMA};
+use super::{Results, TestConfig, SCHEMA};
 
 /// A run's folder, `results/<test>/<stamp>/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,13 +127,18 @@ impl RunFolder {
         crate::config::save(&self.config_path(), config)
     }
 
-    /// Reads `test.yaml`; `None` when the run has none.
+    /// Reads `test.yaml` (also as written before workload files had a `session` section);
+    /// `None` when the run has none.
     pub fn read_config(&self) -> anyhow::Result<Option<TestConfig>> {
         let path = self.config_path();
-        match path.exists() {
-            true => crate::config::load(&path).map(Some),
-            false => Ok(None),
+        if !path.exists() {
+            return Ok(None);
         }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        TestConfig::from_yaml(&text)
+            .map(Some)
+            .with_context(|| format!("{}: not a test configuration", path.display()))
     }
 
     /// Writes `results.json` in the current schema.
@@ -161,7 +166,10 @@ impl RunFolder {
             .with_context(|| format!("{}: not a results file", path.display()))?;
         if results.schema < SCHEMA {
             let config = self.read_config().ok().flatten();
-            results.figures = Figures::derive(&results.checks, config.as_ref());
+            let workload = config.and_then(|c| crate::workload::build(&c.workload).ok());
+            if let Some(workload) = workload {
+                results.figures = workload.figures(&results.checks);
+            }
         }
         Ok(Some(results))
     }

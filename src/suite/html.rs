@@ -1,32 +1,17 @@
 //! The suite's `index.html`: a self-contained page with one row per test, coloured by
-//! verdict, linking to each test's results. Also the HTML escaping and style the results
-//! browser shares.
+//! verdict, linking to each test's results. Also the style the results browser shares (text
+//! is escaped by [`crate::report::html::escape`]).
 
 use std::fmt::Write;
 
 use super::summary::{Summary, Verdict};
+use crate::report::html::escape;
 
 /// The style sheet of stampede's pages (inlined, so each page stands alone).
 pub const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding:.25em .6em;text-align:left}\
 th{background:#eee}a{color:#1a4f9c}pre{background:#f6f6f6;padding:.6em;overflow:auto}\
 .verdict{font-weight:bold}img{max-width:100%;border:1px solid #ddd;margin:.3em 0}";
-
-/// `text` escaped for HTML content and quoted attributes.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// Renders the suite's `index.html`; links are relative to the suite's folder.
 pub fn render(summary: &Summary) -> String {

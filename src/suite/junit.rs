@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::summary::{Summary, Verdict};
+use crate::report::html::escape;
 
 /// Renders `summary` as a JUnit XML document.
 pub fn render(summary: &Summary) -> String {
@@ -74,24 +75,6 @@ fn push_results(xml: &mut String, results: Option<&str>) {
             escape(dir)
         );
     }
-}
-
-/// Text escaped for XML attributes and content; characters XML 1.0 cannot hold are dropped.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 => {}
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,106 +1,82 @@
-//! A workload file, `workloads/<name>.yaml`: which workload runs, its settings, and the
-//! generator's pacing.
+//! A workload file, `workloads/<name>.yaml`: which workload runs, its own section (named
+//! after it), the `session` section every workload shares, and the generator's pacing.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::barrier::BarrierConfig;
-use super::election::ElectionConfig;
-use super::lock::LockConfig;
-use super::queue::QueueConfig;
-use super::{Register, RegisterConfig, Workload};
+use super::SessionConfig;
 use crate::generator::GeneratorConfig;
-
-/// The workloads stampede knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkloadKind {
-    /// Versioned registers over independent keys.
-    Register,
-    /// A lock recipe's contenders (the `lock` section), run by `workload::lock::driver`.
-    Lock,
-    /// A leader election recipe's candidates (the `election` section), run by
-    /// `workload::election::driver`.
-    Election,
-    /// A double barrier's processes (the `barrier` section), run by
-    /// `workload::barrier::driver`.
-    Barrier,
-    /// A FIFO queue's producers and consumers (the `queue` section), run by
-    /// `workload::queue::driver`.
-    Queue,
-}
-
-impl WorkloadKind {
-    /// The name a workload file gives it (`workload: register`).
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkloadKind::Register => "register",
-            WorkloadKind::Lock => "lock",
-            WorkloadKind::Election => "election",
-            WorkloadKind::Barrier => "barrier",
-            WorkloadKind::Queue => "queue",
-        }
-    }
-}
 
 /// The contents of a workload file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct WorkloadFile {
-    /// Which workload runs.
-    pub workload: WorkloadKind,
-    /// Settings of the register workload.
+    /// Which workload runs (a name in the registry, [`super::WORKLOADS`]).
+    pub workload: String,
+    /// How processes open their sessions.
     #[serde(default)]
-    pub register: RegisterConfig,
-    /// Settings of the lock workloads.
-    #[serde(default)]
-    pub lock: LockConfig,
-    /// Settings of the election workloads.
-    #[serde(default)]
-    pub election: ElectionConfig,
-    /// Settings of the barrier workload.
-    #[serde(default)]
-    pub barrier: BarrierConfig,
-    /// Settings of the queue workload.
-    #[serde(default)]
-    pub queue: QueueConfig,
+    pub session: SessionConfig,
     /// Rate, concurrency, time limit and nemesis schedule.
     #[serde(default)]
     pub generator: GeneratorConfig,
+    /// The workload's own section, named after it (`lock:` for `workload: lock`), as written.
+    #[serde(flatten)]
+    pub sections: BTreeMap<String, serde_yaml_ng::Value>,
 }
 
 impl WorkloadFile {
-    /// Checks every value; the error names the field and what is wrong with it.
-    pub fn validate(&self) -> Result<(), String> {
-        match self.workload {
-            WorkloadKind::Register => self.register.validate()?,
-            WorkloadKind::Lock => self.lock.validate()?,
-            WorkloadKind::Election => self.election.validate()?,
-            WorkloadKind::Barrier => self.barrier.validate(self.generator.concurrency)?,
-            WorkloadKind::Queue => self.queue.validate(self.generator.concurrency)?,
+    /// A file for `workload` with every setting at its default.
+    pub fn named(workload: &str) -> WorkloadFile {
+        WorkloadFile {
+            workload: workload.to_string(),
+            session: SessionConfig::default(),
+            generator: GeneratorConfig::default(),
+            sections: BTreeMap::new(),
         }
-        self.generator.validate()
     }
 
-    /// The workload for test run `run_id` (one znode name, e.g. the results timestamp), its
-    /// random choices drawn from `seed`.
-    pub fn build(&self, run_id: &str, seed: u64) -> anyhow::Result<Arc<dyn Workload>> {
-        Ok(match self.workload {
-            WorkloadKind::Register => Arc::new(Register::new(self.register.clone(), run_id, seed)?),
-            WorkloadKind::Lock => anyhow::bail!(
-                "the lock workload is run by workload::lock::driver::run, not the generator"
-            ),
-            WorkloadKind::Election => anyhow::bail!(
-                "the election workload is run by workload::election::driver::run, not the generator"
-            ),
-            WorkloadKind::Barrier => anyhow::bail!(
-                "the barrier workload is run by workload::barrier::driver::run, not the generator"
-            ),
-            WorkloadKind::Queue => anyhow::bail!(
-                "the queue workload is run by workload::queue::driver::run, not the generator"
-            ),
-        })
+    /// The workload's own section as its settings type (the defaults when absent); the error
+    /// names the section and what is wrong in it.
+    pub fn section<C: DeserializeOwned + Default>(&self) -> Result<C, String> {
+        match self.sections.get(&self.workload) {
+            None | Some(serde_yaml_ng::Value::Null) => Ok(C::default()),
+            // Through text, so that serde_yaml_ng names the failing field.
+            Some(value) => serde_yaml_ng::to_string(value)
+                .and_then(|text| serde_yaml_ng::from_str(&text))
+                .map_err(|e| format!("{}: {}", self.workload, without_location(&e))),
+        }
+    }
+
+    /// Refuses a section that is not the workload's own (a typo, or another workload's).
+    pub fn check_sections(&self) -> Result<(), String> {
+        match self.sections.keys().find(|k| **k != self.workload) {
+            Some(other) => Err(format!(
+                "unknown field `{other}` (expected `workload`, `session`, `generator` or the \
+                 workload's own section `{}`)",
+                self.workload
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The file with its own section replaced by `settings` (the effective settings, as a
+    /// run's `test.yaml` keeps them).
+    pub fn with_settings(&self, settings: serde_json::Value) -> WorkloadFile {
+        let mut file = self.clone();
+        let value = serde_yaml_ng::to_value(settings).unwrap_or(serde_yaml_ng::Value::Null);
+        file.sections = BTreeMap::from([(self.workload.clone(), value)]);
+        file
+    }
+}
+
+/// serde_yaml_ng's sentence without the ` at line L column C` it appends (the line is of the
+/// section's own text, not of the file).
+fn without_location(e: &serde_yaml_ng::Error) -> String {
+    let text = e.to_string();
+    match text.find(" at line ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
     }
 }
 
@@ -109,37 +85,58 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::workload::{build, WORKLOADS};
 
     #[test]
-    fn the_shipped_register_file_holds_the_defaults() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/register.yaml");
-        let file: WorkloadFile = crate::config::load(&path).unwrap();
-        let defaults = WorkloadFile {
-            workload: WorkloadKind::Register,
-            register: RegisterConfig::default(),
-            lock: LockConfig::default(),
-            election: ElectionConfig::default(),
-            barrier: BarrierConfig::default(),
-            queue: QueueConfig::default(),
-            generator: GeneratorConfig::default(),
-        };
-        assert_eq!(file, defaults);
-        file.validate().unwrap();
-        assert!(file.build("run-1", 7).is_ok());
+    fn every_shipped_file_names_a_known_workload_and_holds_valid_settings() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads");
+        let mut seen = std::collections::BTreeSet::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let file: WorkloadFile = crate::config::load(&path).unwrap();
+            let workload = build(&file).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            // What test.yaml keeps reads back as the same workload.
+            let kept = file.with_settings(workload.settings());
+            let again = build(&kept).unwrap();
+            assert_eq!(again.settings(), workload.settings(), "{}", path.display());
+            seen.insert(file.workload);
+        }
+        for entry in WORKLOADS {
+            assert!(
+                seen.contains(entry.name),
+                "no workloads/ file runs {}",
+                entry.name
+            );
+        }
     }
 
     #[test]
-    fn unknown_workloads_and_keys_are_rejected() {
-        let err = serde_yaml_ng::from_str::<WorkloadFile>("workload: bank\n")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("unknown variant `bank`"), "{err}");
-        let err = serde_yaml_ng::from_str::<WorkloadFile>("workload: register\nregistr: {}\n")
-            .unwrap_err();
-        assert!(err.to_string().contains("registr"), "{err}");
-        let bad =
-            serde_yaml_ng::from_str::<WorkloadFile>("workload: register\ngenerator: {rate: -1}\n")
-                .unwrap();
-        assert!(bad.validate().unwrap_err().starts_with("generator.rate"));
+    fn unknown_workloads_sections_and_values_are_named() {
+        let parse = |yaml: &str| serde_yaml_ng::from_str::<WorkloadFile>(yaml).unwrap();
+        let err = build(&parse("workload: bank\n")).err().unwrap();
+        assert!(
+            err.starts_with("workload: unknown workload \"bank\" (known: register, lock"),
+            "{err}"
+        );
+        let err = build(&parse("workload: register\nregistr: {}\n"))
+            .err()
+            .unwrap();
+        assert!(err.contains("unknown field `registr`"), "{err}");
+        let err = build(&parse("workload: register\ngenerator: {rate: -1}\n"))
+            .err()
+            .unwrap();
+        assert!(err.starts_with("generator.rate"), "{err}");
+        let err = build(&parse("workload: register\nregister: {keys_at_once: 0}\n"))
+            .err()
+            .unwrap();
+        assert_eq!(err, "register.keys_at_once must be at least 1");
+        let err = build(&parse("workload: register\nregister: {keys: 3}\n"))
+            .err()
+            .unwrap();
+        assert!(err.starts_with("register: unknown field `keys`"), "{err}");
+        let err = build(&parse("workload: lock\nsession: {op_timeout: 0s}\n"))
+            .err()
+            .unwrap();
+        assert_eq!(err, "session.op_timeout must be above 0");
     }
 }

@@ -1,84 +1,221 @@
-//! Workloads: what the processes do to ZooKeeper, one operation at a time.
+//! Workloads, in Jepsen's shape: a workload is one folder and one [`Workload`]
+//! implementation, composing the stages below it — how its section of a workload file
+//! validates, what its processes run against the servers under the nemesis schedule (through
+//! the [`generator`](crate::generator)) and record, how its history is judged (with the
+//! [`checker`](crate::checker)s) into the typed parts of a verdict, and the figures and plots
+//! its runs have (with [`report`](crate::report)). The commands, suites, `check`, `compare`
+//! and `serve` know no particular workload: they find one by name in [`WORKLOADS`], the
+//! registry below.
 //!
-//! A [`Workload`] creates its znodes at setup, hands the generator the next operation to
-//! issue, performs an operation on a process's session, learns from each outcome, and names
-//! the final operations (e.g. reads of every key) run after the faults are healed. It knows
-//! nothing of SSH, nodes or faults, so new workloads (locks, elections, queues) plug into the
-//! same generator.
+//! Adding a workload: a folder `src/workload/<name>/` whose `mod.rs` has an [`Entry`] named
+//! `ENTRY`, a file `workloads/<name>.yaml`, one line in the registry, and the README.
 
-pub mod barrier;
-pub mod election;
+mod ephemeral;
+mod figures;
 mod file;
 mod herd;
 mod keys;
-pub mod lock;
-pub mod queue;
-mod register;
+mod on_disconnect;
 mod requests;
+mod rounds;
+mod session;
+mod settings;
+#[cfg(test)]
+mod test_runs;
 
-use std::collections::BTreeSet;
-use std::future::Future;
-use std::pin::Pin;
+use std::path::{Path, PathBuf};
 
-use zookeeper_client::Client;
+use async_trait::async_trait;
+use serde_json::{Map, Value};
 
-use crate::client::{ClientOptions, OpError};
+use crate::checker::result::Validity;
+use crate::generator::Target;
+use crate::history::Op;
 
-pub use file::{WorkloadFile, WorkloadKind};
+pub use figures::Figures;
+#[cfg(test)]
+pub use figures::ServerFigures;
+pub use file::WorkloadFile;
 pub use herd::{HerdMeter, HerdStats};
-pub use register::{Register, RegisterConfig};
 pub use requests::Requests;
+pub use session::SessionConfig;
+pub use settings::{Section, Settings};
 
-/// A boxed future, as returned by the object-safe [`Workload`] trait.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// An operation to issue: what the invocation records, and what `invoke` performs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OpSpec {
-    /// The function name, e.g. `read`, `write`, `cas`.
-    pub f: &'static str,
-    /// The independent key the operation touches.
-    pub key: Option<String>,
-    /// The invocation's value, e.g. the value to write.
-    pub value: serde_json::Value,
-    /// Issued in the final phase, after healing: reads always `sync` first.
-    pub is_final: bool,
+/// Declares the workload folders as modules and lists their entries in [`WORKLOADS`].
+macro_rules! registry {
+    ($($name:ident),* $(,)?) => {
+        $(pub mod $name;)*
+        /// Every workload stampede knows, in the order `stampede test --help` lists them.
+        pub const WORKLOADS: &[&Entry] = &[$(&$name::ENTRY),*];
+    };
 }
 
-/// What an operation that ended `ok` returned.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Completion {
-    /// The completion's value (a read's result; the invocation's value for writes).
-    pub value: serde_json::Value,
-    /// The znode data version seen (after a write: the new version).
-    pub version: Option<i32>,
-    /// The znode's mzxid seen.
-    pub zxid: Option<i64>,
+// The registry: one line per workload folder.
+registry! {
+    register,
+    lock,
+    election,
+    barrier,
+    queue,
+    counter,
 }
 
-/// A workload the generator drives. Implementations keep their own state behind interior
-/// mutability: several processes call it at once.
+/// The workload `stampede test` runs when none is named, and a run folder without
+/// `test.yaml` is judged as.
+pub const DEFAULT: &str = "register";
+
+/// A workload as the registry knows it: its name (`workload: <name>` in a workload file,
+/// which names its own section too) and how a workload file becomes one.
+pub struct Entry {
+    /// The name a workload file gives it.
+    pub name: &'static str,
+    /// The workload a file describes, its settings checked (the error names the field).
+    pub build: fn(&WorkloadFile) -> Result<Box<dyn Workload>, String>,
+}
+
+/// The workload a file names, with every setting checked; the error names the field (or the
+/// unknown workload and the known ones).
+pub fn build(file: &WorkloadFile) -> Result<Box<dyn Workload>, String> {
+    let entry = WORKLOADS
+        .iter()
+        .find(|e| e.name == file.workload)
+        .ok_or_else(|| {
+            let known: Vec<&str> = WORKLOADS.iter().map(|e| e.name).collect();
+            format!(
+                "workload: unknown workload {:?} (known: {})",
+                file.workload,
+                known.join(", ")
+            )
+        })?;
+    file.check_sections()?;
+    file.generator.validate()?;
+    file.session.validate()?;
+    (entry.build)(file)
+}
+
+/// Reads the workload file at `path` with `overrides` applied, and the workload it describes;
+/// an override's bare number is seconds where the field is a duration (`--set lock.hold=2`).
+/// The error names the file and the field.
+pub fn load(
+    path: &Path,
+    overrides: &[crate::config::Override],
+) -> anyhow::Result<(WorkloadFile, Box<dyn Workload>)> {
+    let mut applied: Vec<crate::config::Override> = Vec::new();
+    for o in overrides {
+        applied.push(o.clone());
+        let file: WorkloadFile = crate::config::load_with_overrides(path, &applied)?;
+        if let (Err(_), Some(seconds)) = (build(&file), o.as_seconds()) {
+            applied.pop();
+            applied.push(seconds);
+        }
+    }
+    let file: WorkloadFile = crate::config::load_with_overrides(path, &applied)?;
+    let workload = build(&file).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((file, workload))
+}
+
+/// How a workload's run ended when it was not cut short.
+#[derive(Debug, Clone, Default)]
+pub struct Ran {
+    /// The run's own summary, kept in `results.json` as `run` (`None`: nothing to keep).
+    pub summary: Option<Value>,
+    /// Faults that could not be healed.
+    pub heal_failures: Vec<String>,
+    /// Releases (lock hand-offs, leadership changes) the run counted, when it counts them:
+    /// the servers' load is given per release.
+    pub releases: Option<u64>,
+}
+
+/// A workload's part of a verdict.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    /// What its checkers found.
+    pub valid: Validity,
+    /// Each checker's report by name, as `results.json` keeps them.
+    pub checks: Map<String, Value>,
+    /// The operations a timeline outlines (counterexamples, early passes).
+    pub marked: Vec<u64>,
+    /// Its part of the verdict line.
+    pub line: String,
+}
+
+/// One workload: what it runs, how its history is judged, what its runs measure and draw.
+#[async_trait]
 pub trait Workload: Send + Sync {
-    /// How processes open sessions and how long an operation may take.
-    fn client_options(&self) -> ClientOptions;
+    /// Its section of the workload file as a run's `test.yaml` keeps it (defaults filled in).
+    fn settings(&self) -> Value;
 
-    /// Creates the znodes the test needs, through a session of its own, for at most `max_ops`
-    /// operations in the main phase.
-    fn setup<'a>(&'a self, client: &'a Client, max_ops: u64) -> BoxFuture<'a, anyhow::Result<()>>;
+    /// The operation whose open invocation names the node a process holds something on
+    /// (`hold` of a lock, `lead` of an election), for the nemesis target `holder`.
+    fn holder_op(&self) -> Option<&'static str> {
+        None
+    }
 
-    /// The next operation for `process`, or `None` when the workload has nothing left to do.
-    fn next_op(&self, process: u64) -> Option<OpSpec>;
+    /// Whether runs of it compare by contenders (`stampede test --contenders 5,20`).
+    fn sweeps_contenders(&self) -> bool {
+        false
+    }
 
-    /// Performs `op` on `client`'s session.
-    fn invoke<'a>(
-        &'a self,
-        client: &'a Client,
-        op: &'a OpSpec,
-    ) -> BoxFuture<'a, Result<Completion, zookeeper_client::Error>>;
+    /// Runs against `target` under the nemesis schedule, recording every operation in the
+    /// target's history; no fault is left active on return.
+    async fn run(&self, target: Target) -> anyhow::Result<Ran>;
 
-    /// Learns how `process`'s operation `op` ended (e.g. the versions it saw).
-    fn completed(&self, process: u64, op: &OpSpec, result: &Result<Completion, OpError>);
+    /// Judges a history of this workload; `run` is the run's summary, when it has one.
+    fn judge(&self, ops: &[Op], run: Option<Value>) -> anyhow::Result<Judged>;
 
-    /// The final-phase operations of a process that touched `keys`.
-    fn final_ops(&self, keys: &BTreeSet<String>) -> Vec<OpSpec>;
+    /// The figures `compare`, the trend page and the sweep plots read, from the checkers'
+    /// reports of a run.
+    fn figures(&self, _checks: &Map<String, Value>) -> Figures {
+        Figures::default()
+    }
+
+    /// Draws the run's plots into `dir`.
+    fn plots(&self, ops: &[Op], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        crate::report::write_plots(ops, dir)
+    }
+}
+
+/// A bool verdict as a [`Validity`].
+pub fn validity(valid: bool) -> Validity {
+    match valid {
+        true => Validity::Valid,
+        false => Validity::Invalid,
+    }
+}
+
+/// A JSON object's fields (empty for anything else).
+pub fn into_map(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// The ops of a linearizability result's counterexamples, for a timeline to outline.
+pub fn counterexample_ops(result: &crate::checker::result::CheckResult) -> Vec<u64> {
+    result
+        .keys
+        .values()
+        .filter_map(|k| k.counterexample.as_ref())
+        .flat_map(|cx| {
+            cx.window
+                .iter()
+                .flat_map(|op| std::iter::once(op.index).chain(op.completed))
+        })
+        .collect()
+}
+
+/// The liveness part of a recipe run's verdict line.
+pub fn liveness_summary(report: &crate::checker::liveness::LivenessReport) -> String {
+    if !report.judged {
+        return "not judged (run too short after the heal)".into();
+    }
+    match report.stalls.iter().map(|s| s.duration_ns).max() {
+        None => format!("no stall in {} ms judged", report.judged_ms),
+        Some(longest) => format!(
+            "STUCK {} times (longest {} ms)",
+            report.stalls.len(),
+            longest / 1_000_000
+        ),
+    }
 }

@@ -26,9 +26,9 @@ use tokio::time::Instant;
 use super::recipe::Recipe;
 use super::BarrierConfig;
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, OpError, ProcessIds, Session};
-use crate::generator::{self, ended, open_session, DriverRun, HealReport, Target};
+use crate::generator::{ended, open_session, DriverRun, HealReport};
 use crate::history::{Meta, OpType, Process, Recorder, ABANDONED};
-use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
+use crate::workload::{HerdMeter, HerdStats, Requests};
 
 /// What a barrier run does: its settings, slots, time and servers.
 pub type BarrierRun = DriverRun<BarrierConfig>;
@@ -96,13 +96,13 @@ enum Round {
 /// until `stop` turns true), recording into `recorder`. Fails if the setup session cannot be
 /// opened or the history cannot be written.
 pub async fn run_processes(
-    run: &BarrierRun,
+    run: BarrierRun,
     recorder: Arc<Recorder>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<BarrierRunSummary> {
     let threshold = run.cfg.threshold_for(run.slots);
     let recipe = Recipe::new(&run.run_id, threshold)?;
-    drive(run, recipe, recorder, stop).await
+    drive(&run, recipe, recorder, stop).await
 }
 
 /// [`run_processes`] with the barrier `recipe`.
@@ -115,7 +115,7 @@ pub(super) async fn drive(
     run.cfg.validate(run.slots).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(run.slots > 0, "a barrier run needs at least 1 process");
     anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
-    let options = run.cfg.client_options();
+    let options = run.options;
     let client = setup_session(&run.endpoints, options.session_timeout).await?;
     recipe
         .setup(&client)
@@ -160,17 +160,7 @@ pub(super) async fn drive(
     })
 }
 
-/// `stampede test` for the barrier workload: the processes of `file.barrier`, run by
-/// [`run_processes`] under [`generator::drive`] (the nemesis schedule, the heal, the healed tail).
-pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<BarrierRunSummary> {
-    generator::drive(
-        &file.generator,
-        &file.barrier,
-        target,
-        |run, recorder, stop| async move { run_processes(&run, recorder, stop).await },
-    )
-    .await
-}
+
 
 impl HealReport for BarrierRunSummary {
     fn set_heal_failures(&mut self, failures: Vec<String>) {

@@ -1,9 +1,9 @@
 //! ZooKeeper's double barrier recipe, run by processes that go through barrier rounds: enter,
 //! work, leave, again.
 //!
-//! [`BarrierConfig`] is the `barrier` section of a workload file; [`run`] (with the nemesis
+//! [`BarrierConfig`] is the `barrier` section of a workload file; [`ENTRY`] (with the nemesis
 //! schedule) and [`driver::run_processes`] run one process per slot against real ZooKeeper,
-//! recording `enter` and `leave` operations that `checker::barrier` judges: nobody passes
+//! recording `enter` and `leave` operations that [`check`] judges: nobody passes
 //! `enter` of a round before `threshold` processes arrived, nobody passes `leave` before every
 //! process in the round arrived at it.
 //!
@@ -29,17 +29,18 @@
 //! round after round). With a smaller threshold a slow slot catches up with the open round
 //! instead of trailing behind.
 
+mod check;
 pub mod driver;
 mod recipe;
+mod workload;
 #[cfg(test)]
 mod zk_tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ClientOptions, Connect};
 use crate::config::Duration;
 
-pub use driver::{run, BarrierRunSummary};
+pub use workload::ENTRY;
 
 /// Settings of the barrier workload (the `barrier` section of `workloads/barrier.yaml`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,12 +57,6 @@ pub struct BarrierConfig {
     /// The longest an `enter` or `leave` may wait; then it ends `info` and the process is
     /// retired.
     pub wait_timeout: Duration,
-    /// Node-bound sessions (`node`) or ensemble-wide ones (`ensemble`).
-    pub connect: Connect,
-    /// Client-side deadline of one request (and of opening a session).
-    pub op_timeout: Duration,
-    /// The ZooKeeper session timeout asked for.
-    pub session_timeout: Duration,
 }
 
 impl Default for BarrierConfig {
@@ -72,9 +67,6 @@ impl Default for BarrierConfig {
             work: ms(100),
             spread: ms(100),
             wait_timeout: ms(20000),
-            connect: Connect::Node,
-            op_timeout: ms(5000),
-            session_timeout: ms(10000),
         }
     }
 }
@@ -93,12 +85,6 @@ impl BarrierConfig {
         if self.wait_timeout.0.is_zero() {
             return Err("barrier.wait_timeout must be above 0".into());
         }
-        if self.op_timeout.0.is_zero() {
-            return Err("barrier.op_timeout must be above 0".into());
-        }
-        if self.session_timeout.0.is_zero() {
-            return Err("barrier.session_timeout must be above 0".into());
-        }
         Ok(())
     }
 
@@ -110,32 +96,22 @@ impl BarrierConfig {
             n => n,
         }
     }
-
-    /// How processes open their sessions.
-    pub fn client_options(&self) -> ClientOptions {
-        ClientOptions {
-            connect: self.connect,
-            op_timeout: self.op_timeout.0,
-            session_timeout: self.session_timeout.0,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{WorkloadFile, WorkloadKind};
+    use crate::workload::WorkloadFile;
 
     #[test]
     fn the_shipped_barrier_file_holds_the_defaults() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/barrier.yaml");
         let file: WorkloadFile = crate::config::load(&path).unwrap();
-        assert_eq!(file.workload, WorkloadKind::Barrier);
-        assert_eq!(file.barrier, BarrierConfig::default());
+        assert_eq!(file.workload, "barrier");
+        assert_eq!(file.section::<BarrierConfig>().unwrap(), BarrierConfig::default());
+        assert_eq!(file.session, crate::workload::SessionConfig::default());
         assert_eq!(file.generator, crate::generator::GeneratorConfig::default());
-        file.validate().unwrap();
-        let err = file.build("run-1", 7).err().unwrap().to_string();
-        assert!(err.contains("workload::barrier::driver::run"), "{err}");
+        assert!(crate::workload::build(&file).is_ok());
     }
 
     #[test]

@@ -12,17 +12,15 @@ use tokio::sync::watch;
 
 use super::driver::{drive, BarrierRun};
 use super::recipe::{Flaw, Recipe};
-use super::{BarrierConfig, BarrierRunSummary};
-use crate::checker::barrier::{check_barrier, BarrierReport};
+use super::driver::BarrierRunSummary;
+use super::BarrierConfig;
+use super::check::{check_barrier, BarrierReport};
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
 use crate::history::{Meta, OpType, Process, Recorder, ABANDONED};
+use crate::workload::test_runs::ms;
 
 const PROCESSES: usize = 4;
-
-fn ms(n: u64) -> crate::config::Duration {
-    crate::config::Duration(Duration::from_millis(n))
-}
 
 /// A run of 4 processes through the barrier of 4 for `secs` seconds, with short waits.
 fn barrier_run(name: &str, secs: u64, endpoint: NodeEndpoint) -> BarrierRun {
@@ -31,10 +29,9 @@ fn barrier_run(name: &str, secs: u64, endpoint: NodeEndpoint) -> BarrierRun {
             work: ms(40),
             spread: ms(60),
             wait_timeout: ms(2000),
-            op_timeout: ms(1000),
-            session_timeout: ms(2000),
             ..BarrierConfig::default()
         },
+        options: crate::workload::test_runs::options(1000, 2000),
         slots: PROCESSES,
         time_limit: Duration::from_secs(secs),
         run_id: name.to_string(),

@@ -14,19 +14,17 @@
 use std::io;
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde::Serialize;
-use tokio::sync::watch;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
+use zookeeper_client::Client;
 
 use super::office::Office;
 use super::recipe::Recipe;
 use super::ElectionConfig;
-use crate::client::{setup_session, ClientOptions, NodeEndpoint, OpError, ProcessIds, Session};
-use crate::generator::{self, ended, DriverRun, HealReport, Next, Slot, Target};
+use crate::client::OpError;
+use crate::generator::{ended, DriverRun, HealReport, Next};
 use crate::history::Recorder;
-use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
+use crate::workload::rounds::{Processes, Rounds, Turn};
+use crate::workload::{HerdMeter, HerdStats};
 
 /// What a election run does: its settings, slots, time and servers.
 pub type CandidateRun = DriverRun<ElectionConfig>;
@@ -64,7 +62,7 @@ pub struct ElectionRunSummary {
 
 /// What one candidate slot did.
 #[derive(Debug, Default, Clone, Copy)]
-struct Tally {
+pub struct Tally {
     terms: u64,
     resigned: u64,
     lost_in_office: u64,
@@ -72,78 +70,127 @@ struct Tally {
     resign_failed: u64,
 }
 
-struct Shared {
+/// The candidates of an election run, as [`crate::workload::rounds::drive`] runs them: the recipe, its
+/// settings and the record of who is in office.
+pub struct Candidates {
     recipe: Recipe,
     cfg: ElectionConfig,
-    options: ClientOptions,
-    endpoints: Vec<NodeEndpoint>,
     office: Office,
-    meter: HerdMeter,
-    ids: ProcessIds,
 }
 
-/// Creates the election's znodes, then runs `run.slots` candidates for `run.time_limit`
-/// (or until `stop` turns true), recording into `recorder`. Fails if the setup session cannot
-/// be opened or the history cannot be written.
-pub async fn run_candidates(
-    run: &CandidateRun,
-    recorder: Arc<Recorder>,
-    stop: watch::Receiver<bool>,
-) -> anyhow::Result<ElectionRunSummary> {
-    run.cfg.validate().map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(run.slots > 0, "an election needs at least 1 candidate");
-    anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
-    let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
-    let options = run.cfg.client_options();
-    setup(&recipe, &run.endpoints, &options).await?;
+#[async_trait::async_trait]
+impl Rounds for Candidates {
+    type Config = ElectionConfig;
+    type Tally = Tally;
+    type Summary = ElectionRunSummary;
+    const NAMES: (&'static str, &'static str) = ("candidate", "recording a term in office");
 
-    let shared = Arc::new(Shared {
-        recipe,
-        cfg: run.cfg.clone(),
-        options,
-        endpoints: run.endpoints.clone(),
-        office: Office::new(recorder),
-        meter: HerdMeter::default(),
-        ids: ProcessIds::default(),
-    });
-    let deadline = Instant::now() + run.time_limit;
-    let mut tasks = JoinSet::new();
-    for slot in 0..run.slots {
-        let (shared, stop) = (shared.clone(), stop.clone());
-        tasks.spawn(async move { (slot, candidate(&shared, slot, deadline, stop).await) });
+    fn start(run: &CandidateRun, recorder: Arc<Recorder>) -> anyhow::Result<(Self, HerdMeter)> {
+        run.cfg.validate().map_err(anyhow::Error::msg)?;
+        let candidates = Candidates {
+            recipe: Recipe::new(run.cfg.recipe, &run.run_id)?,
+            cfg: run.cfg.clone(),
+            office: Office::new(recorder),
+        };
+        Ok((candidates, HerdMeter::default()))
     }
-    let mut per_slot = vec![Tally::default(); run.slots];
-    while let Some(joined) = tasks.join_next().await {
-        let (slot, tally) = joined.context("a candidate panicked")?;
-        per_slot[slot] = tally.context("recording a term in office")?;
-    }
-    let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
-    Ok(ElectionRunSummary {
-        recipe: run.cfg.recipe.workload_name(),
-        processes: shared.ids.count(),
-        terms: sum(|t| t.terms),
-        resigned: sum(|t| t.resigned),
-        lost_in_office: sum(|t| t.lost_in_office),
-        campaign_failed: sum(|t| t.campaign_failed),
-        resign_failed: sum(|t| t.resign_failed),
-        terms_per_candidate: per_slot.iter().map(|t| t.terms).collect(),
-        herd: shared.meter.stats(),
-        max_in_office: shared.office.max_in_office(),
-        cancelled: *stop.borrow(),
-        heal_failures: Vec::new(),
-    })
-}
 
-/// `stampede test` for an election workload: the candidates of `file.election`, run by
-/// [`run_candidates`] under [`generator::drive`] (the nemesis schedule, the heal, the healed tail).
-pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<ElectionRunSummary> {
-    generator::drive(
-        &file.generator,
-        &file.election,
-        target,
-        |run, recorder, stop| async move { run_candidates(&run, recorder, stop).await },
-    )
-    .await
+    fn dir(&self) -> &str {
+        self.recipe.dir()
+    }
+
+    async fn create(&self, client: &Client) -> Result<(), zookeeper_client::Error> {
+        self.recipe.setup(client).await
+    }
+
+    fn pause(&self) -> std::time::Duration {
+        self.cfg.pause.0
+    }
+
+    fn summary(
+        &self,
+        per_slot: &[Tally],
+        processes: &Processes,
+        cancelled: bool,
+    ) -> ElectionRunSummary {
+        let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
+        ElectionRunSummary {
+            recipe: self.cfg.recipe.workload_name(),
+            processes: processes.ids.count(),
+            terms: sum(|t| t.terms),
+            resigned: sum(|t| t.resigned),
+            lost_in_office: sum(|t| t.lost_in_office),
+            campaign_failed: sum(|t| t.campaign_failed),
+            resign_failed: sum(|t| t.resign_failed),
+            terms_per_candidate: per_slot.iter().map(|t| t.terms).collect(),
+            herd: processes.meter.stats(),
+            max_in_office: self.office.max_in_office(),
+            cancelled,
+            heal_failures: Vec::new(),
+        }
+    }
+
+    /// One campaign → tenure → resignation round of `session`'s process.
+    async fn round(&self, turn: Turn<'_, Tally>) -> io::Result<Next> {
+        let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
+        let identity = session.process.to_string();
+        let mut req = turn.processes.requests();
+        let campaign = tokio::select! {
+            biased;
+            _ = ended(stop, turn.deadline) => return Ok(Next::End),
+            c = self.recipe.campaign(&session.client, &identity, &mut req) => c,
+        };
+        let won = match campaign {
+            Ok(won) => won,
+            Err(e) => {
+                tracing::debug!(process = session.process, "campaign: {e}");
+                if let OpError::Lost(_) = e {
+                    let node = session.node.clone();
+                    self
+                        .office
+                        .lost(session.process, "campaign", e.to_string(), node)?;
+                }
+                tally.campaign_failed += 1;
+                return Ok(Next::Retire);
+            }
+        };
+        let office = &self.office;
+        office.take(session.process, won.token, session.node.clone())?;
+        tally.terms += 1;
+        let mut states = session.client.state_watcher();
+        let policy = self.cfg.on_disconnect;
+        let tenure = async {
+            tokio::select! {
+                _ = tokio::time::sleep(self.cfg.tenure.0) => {}
+                _ = ended(stop, turn.deadline) => {}
+            }
+        };
+        let lost = policy.unless_lost(&mut states, tenure).await.err();
+        // Leave office before giving up the nodes, so the term never outlasts the leadership.
+        office.leave(session.process, lost.clone())?;
+        turn.processes.meter.released();
+        if lost.is_some() {
+            tally.lost_in_office += 1;
+            return Ok(Next::Retire);
+        }
+        match self.recipe.resign(&session.client, &won, &mut req).await {
+            Ok(()) => {
+                tally.resigned += 1;
+                Ok(Next::Again)
+            }
+            Err(e) => {
+                tracing::debug!(process = session.process, "resign: {e}");
+                if let OpError::Lost(_) = e {
+                    let node = session.node.clone();
+                    self
+                        .office
+                        .lost(session.process, "resign", e.to_string(), node)?;
+                }
+                tally.resign_failed += 1;
+                Ok(Next::Retire)
+            }
+        }
+    }
 }
 
 impl HealReport for ElectionRunSummary {
@@ -152,108 +199,3 @@ impl HealReport for ElectionRunSummary {
     }
 }
 
-/// Creates the election's parent znodes through a session to the whole ensemble.
-async fn setup(
-    recipe: &Recipe,
-    endpoints: &[NodeEndpoint],
-    options: &ClientOptions,
-) -> anyhow::Result<()> {
-    let client = setup_session(endpoints, options.session_timeout).await?;
-    recipe
-        .setup(&client)
-        .await
-        .with_context(|| format!("creating {}", recipe.dir()))
-}
-
-/// One candidate slot's loop; fails only if the history cannot be written.
-async fn candidate(
-    shared: &Shared,
-    slot: usize,
-    deadline: Instant,
-    stop: watch::Receiver<bool>,
-) -> io::Result<Tally> {
-    let slot = Slot {
-        ids: &shared.ids,
-        endpoints: &shared.endpoints,
-        options: &shared.options,
-        slot,
-        pause: shared.cfg.pause.0,
-    };
-    let mut tally = Tally::default();
-    slot.run(
-        deadline,
-        stop,
-        &mut (shared, &mut tally),
-        |session, stop, (shared, tally)| Box::pin(round(shared, session, deadline, stop, tally)),
-    )
-    .await?;
-    Ok(tally)
-}
-
-/// One campaign → tenure → resignation round of `session`'s process.
-async fn round(
-    shared: &Shared,
-    session: &Session,
-    deadline: Instant,
-    stop: &mut watch::Receiver<bool>,
-    tally: &mut Tally,
-) -> io::Result<Next> {
-    let identity = session.process.to_string();
-    let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
-    let campaign = tokio::select! {
-        biased;
-        _ = ended(stop, deadline) => return Ok(Next::End),
-        c = shared.recipe.campaign(&session.client, &identity, &mut req) => c,
-    };
-    let won = match campaign {
-        Ok(won) => won,
-        Err(e) => {
-            tracing::debug!(process = session.process, "campaign: {e}");
-            if let OpError::Lost(_) = e {
-                let node = session.node.clone();
-                shared
-                    .office
-                    .lost(session.process, "campaign", e.to_string(), node)?;
-            }
-            tally.campaign_failed += 1;
-            return Ok(Next::Retire);
-        }
-    };
-    let office = &shared.office;
-    office.take(session.process, won.token, session.node.clone())?;
-    tally.terms += 1;
-    let mut states = session.client.state_watcher();
-    let policy = shared.cfg.on_disconnect;
-    let lost = match policy.lost(states.peek_state()) {
-        Some(reason) => Some(reason),
-        None => tokio::select! {
-            reason = policy.session_lost(&mut states) => Some(reason),
-            _ = tokio::time::sleep(shared.cfg.tenure.0) => None,
-            _ = ended(stop, deadline) => None,
-        },
-    };
-    // Leave office before giving up the nodes, so the term never outlasts the leadership.
-    office.leave(session.process, lost.clone())?;
-    shared.meter.released();
-    if lost.is_some() {
-        tally.lost_in_office += 1;
-        return Ok(Next::Retire);
-    }
-    match shared.recipe.resign(&session.client, &won, &mut req).await {
-        Ok(()) => {
-            tally.resigned += 1;
-            Ok(Next::Again)
-        }
-        Err(e) => {
-            tracing::debug!(process = session.process, "resign: {e}");
-            if let OpError::Lost(_) = e {
-                let node = session.node.clone();
-                shared
-                    .office
-                    .lost(session.process, "resign", e.to_string(), node)?;
-            }
-            tally.resign_failed += 1;
-            Ok(Next::Retire)
-        }
-    }
-}

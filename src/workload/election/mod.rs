@@ -1,27 +1,25 @@
 //! Leader election recipes as ZooKeeper users write them, run by candidates that campaign,
 //! serve a tenure as leader, resign and campaign again.
 //!
-//! [`ElectionConfig`] is the `election` section of a workload file; [`run`] (with the nemesis
-//! schedule) and [`driver::run_candidates`] run one candidate per process slot against real
+//! [`ElectionConfig`] is the `election` section of a workload file; [`ENTRY`] (with the nemesis
+//! schedule) and [`driver::Candidates`] run one candidate per process slot against real
 //! ZooKeeper. A candidate in office marks its term on the controller's record (`office`): a
 //! `lead` operation invoked when it takes office and completed when it leaves (`ok`) or loses
 //! its session (`info`), which `checker::election` judges.
 
 pub mod driver;
-mod fair;
 mod office;
 mod recipe;
-mod unfair;
+mod workload;
 #[cfg(test)]
 mod zk_tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ClientOptions, Connect};
 use crate::config::Duration;
-use crate::workload::lock::OnDisconnect;
+use crate::workload::on_disconnect::OnDisconnect;
 
-pub use driver::{run, ElectionRunSummary};
+pub use workload::ENTRY;
 
 /// Which election recipe the candidates use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -61,12 +59,6 @@ pub struct ElectionConfig {
     pub pause: Duration,
     /// What a leader does when its session is disconnected.
     pub on_disconnect: OnDisconnect,
-    /// Node-bound sessions (`node`) or ensemble-wide ones (`ensemble`).
-    pub connect: Connect,
-    /// Client-side deadline of one request (and of opening a session).
-    pub op_timeout: Duration,
-    /// The ZooKeeper session timeout asked for.
-    pub session_timeout: Duration,
 }
 
 impl Default for ElectionConfig {
@@ -77,9 +69,6 @@ impl Default for ElectionConfig {
             tenure: ms(200),
             pause: ms(50),
             on_disconnect: OnDisconnect::AssumeLost,
-            connect: Connect::Node,
-            op_timeout: ms(5000),
-            session_timeout: ms(10000),
         }
     }
 }
@@ -90,16 +79,7 @@ impl ElectionConfig {
         if self.tenure.0.is_zero() {
             return Err("election.tenure must be above 0".into());
         }
-        self.client_options().validate("election")
-    }
-
-    /// How candidates open their sessions.
-    pub fn client_options(&self) -> ClientOptions {
-        ClientOptions {
-            connect: self.connect,
-            op_timeout: self.op_timeout.0,
-            session_timeout: self.session_timeout.0,
-        }
+        Ok(())
     }
 }
 
@@ -127,13 +107,14 @@ mod tests {
         for recipe in ElectionRecipe::ALL {
             let path = dir.join(format!("{}.yaml", recipe.workload_name()));
             let file: crate::workload::WorkloadFile = crate::config::load(&path).unwrap();
-            assert_eq!(file.workload, crate::workload::file::WorkloadKind::Election);
+            assert_eq!(file.workload, "election");
             let expected = ElectionConfig {
                 recipe,
                 ..ElectionConfig::default()
             };
-            assert_eq!(file.election, expected, "{}", path.display());
-            file.validate().unwrap();
+            assert_eq!(file.section::<ElectionConfig>(), Ok(expected), "{}", path.display());
+            assert_eq!(file.session, crate::workload::SessionConfig::default());
+            assert!(crate::workload::build(&file).is_ok());
         }
     }
 

@@ -1,10 +1,23 @@
 //! The election recipes behind one interface: campaign until elected, resign.
+//!
+//! - `election-unfair`: every candidate claims the same ephemeral leader node holding its
+//!   identity ([`ephemeral::claim`]); the one whose create succeeds leads, the others watch the
+//!   node and all run again when it is deleted.
+//! - `election-fair`: ZooKeeper's election recipe. Each candidate joins a line of ephemeral
+//!   sequential nodes under `candidates` ([`ephemeral::Line`]); the smallest leads, every other
+//!   candidate watches only its predecessor. Once elected, the leader claims the
+//!   acknowledgement node `leader` (ephemeral, holding its identity) before it acts as leader,
+//!   so it waits first for a previous leader's acknowledgement to disappear.
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use super::{fair, unfair, ElectionRecipe};
+use super::ElectionRecipe;
 use crate::client::{NoNodeIsLost, OpError};
+use crate::workload::ephemeral::{self, own_node_gone, Dir, Line};
 use crate::workload::Requests;
+
+/// A candidate node's name before its sequence number.
+const PREFIX: &str = "c-";
 
 /// A term a candidate won.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,12 +53,22 @@ impl Recipe {
         &self.dir
     }
 
+    /// The leader node (the unfair recipe's prize, the fair one's acknowledgement).
+    fn leader(&self) -> String {
+        format!("{}/leader", self.dir)
+    }
+
+    /// The directory of the fair recipe's candidate nodes.
+    fn candidates(&self) -> String {
+        format!("{}/candidates", self.dir)
+    }
+
     /// Creates the election's persistent znodes.
     pub async fn setup(&self, client: &Client) -> Result<(), Error> {
         let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
         client.mkdir(&self.dir, &options).await?;
         if self.kind == ElectionRecipe::Fair {
-            client.mkdir(&fair::candidates(&self.dir), &options).await?;
+            client.mkdir(&self.candidates(), &options).await?;
         }
         Ok(())
     }
@@ -58,9 +81,37 @@ impl Recipe {
         identity: &str,
         req: &mut Requests<'_>,
     ) -> Result<Won, OpError> {
+        let dir = Dir {
+            path: &self.dir,
+            recipe: "election",
+        };
+        let leader = self.leader();
         match self.kind {
-            ElectionRecipe::Unfair => unfair::campaign(&self.dir, client, identity, req).await,
-            ElectionRecipe::Fair => fair::campaign(&self.dir, client, identity, req).await,
+            ElectionRecipe::Unfair => {
+                let won = ephemeral::claim(dir, &leader, client, identity, req).await?;
+                Ok(Won {
+                    token: won.token,
+                    nodes: vec![won.node],
+                })
+            }
+            ElectionRecipe::Fair => {
+                let candidates = self.candidates();
+                let line = Line {
+                    dir: Dir {
+                        path: &candidates,
+                        ..dir
+                    },
+                    prefix: PREFIX,
+                };
+                let own = line.join(client, identity, false, req).await?;
+                let lost = |mine| own_node_gone("candidate node", &format!("{PREFIX}{mine:010}"));
+                line.wait_first(client, &own, false, lost, req).await?;
+                let ack = ephemeral::claim(dir, &leader, client, identity, req).await?;
+                Ok(Won {
+                    token: own.token,
+                    nodes: vec![ack.node, own.node],
+                })
+            }
         }
     }
 
@@ -76,13 +127,8 @@ impl Recipe {
         for node in &won.nodes {
             req.send(client.delete(node, None))
                 .await
-                .no_node_is_lost(|| format!("our node {node} is gone though our session lives"))?;
+                .no_node_is_lost(|| own_node_gone("node", node))?;
         }
         Ok(())
     }
-}
-
-/// The fact a `no-node` answer on a directory created at setup states.
-pub fn dir_gone(dir: &str) -> String {
-    format!("the election directory {dir}, created at setup and never deleted, is gone")
 }

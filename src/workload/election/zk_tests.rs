@@ -3,24 +3,16 @@
 //! safe with failovers measured when the server is killed under the leader.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::watch;
-
-use super::driver::{run_candidates, CandidateRun};
-use super::{ElectionConfig, ElectionRecipe, ElectionRunSummary};
+use super::driver::{Candidates, ElectionRunSummary};
+use crate::workload::rounds;
+use super::{ElectionConfig, ElectionRecipe};
 use crate::checker::election::check_election;
-use crate::client::test_server::{KillServer, ZkServer};
+use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
-use crate::generator::GeneratorConfig;
 use crate::history::{Op, OpType, Recorder};
-use crate::nemesis::Nemesis;
-use crate::workload::file::WorkloadKind;
-use crate::workload::WorkloadFile;
-
-fn ms(n: u64) -> crate::config::Duration {
-    crate::config::Duration(Duration::from_millis(n))
-}
+use crate::generator::drive;
+use crate::workload::test_runs::{faulted, killable_server, ms, options, run_faulted, run_quiet};
 
 /// Runs `recipe` with `candidates` for `secs` seconds and a short tenure.
 async fn run(
@@ -29,23 +21,14 @@ async fn run(
     secs: u64,
     endpoint: NodeEndpoint,
 ) -> (ElectionRunSummary, Vec<Op>) {
-    let recorder = Arc::new(Recorder::in_memory());
-    let (_keep, stop) = watch::channel(false);
-    let run = CandidateRun {
-        cfg: ElectionConfig {
-            recipe,
-            tenure: ms(60),
-            pause: ms(30),
-            session_timeout: ms(4000),
-            ..ElectionConfig::default()
-        },
-        slots: candidates,
-        time_limit: Duration::from_secs(secs),
-        run_id: format!("safe-{}", recipe.workload_name()),
-        endpoints: vec![endpoint],
+    let cfg = ElectionConfig {
+        recipe,
+        tenure: ms(60),
+        pause: ms(30),
+        ..ElectionConfig::default()
     };
-    let summary = run_candidates(&run, recorder.clone(), stop).await.unwrap();
-    (summary, recorder.ops())
+    let run_id = format!("safe-{}", recipe.workload_name());
+    run_quiet(cfg, candidates, secs, &run_id, endpoint, rounds::drive::<Candidates>).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,45 +85,17 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
-    let server = Arc::new(std::sync::Mutex::new(ZkServer::start()));
-    let endpoint = server.lock().unwrap().endpoint();
-    let file = WorkloadFile {
-        workload: WorkloadKind::Election,
-        register: Default::default(),
-        barrier: Default::default(),
-        lock: Default::default(),
-        election: ElectionConfig {
-            recipe: ElectionRecipe::Fair,
-            tenure: ms(300),
-            pause: ms(30),
-            op_timeout: ms(1000),
-            session_timeout: ms(3000),
-            ..ElectionConfig::default()
-        },
-        queue: Default::default(),
-        generator: GeneratorConfig {
-            concurrency: 4,
-            time_limit: ms(12000),
-            nemesis_interval: ms(2000),
-            nemesis_duration: ms(2000),
-            ..GeneratorConfig::default()
-        },
+    let (_server, endpoint, kill) = killable_server();
+    let generator = faulted(4, 12000, 2000, 2000);
+    let cfg = ElectionConfig {
+        recipe: ElectionRecipe::Fair,
+        tenure: ms(300),
+        pause: ms(30),
+        ..ElectionConfig::default()
     };
     let recorder = Arc::new(Recorder::in_memory());
-    let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
-    let (_keep, cancel) = watch::channel(false);
-    let summary = super::run(
-        &file,
-        crate::generator::Target {
-            run_id: "kill".to_string(),
-            endpoints: vec![endpoint],
-            nemeses: vec![kill],
-            recorder: recorder.clone(),
-            cancel,
-        },
-    )
-    .await
-    .unwrap();
+    let running = |target| drive(&generator, &cfg, options(1000, 3000), target, rounds::drive::<Candidates>);
+    let summary = run_faulted("kill", vec![endpoint], vec![kill], &recorder, running).await;
     assert!(summary.heal_failures.is_empty(), "{summary:?}");
     let ops = recorder.ops();
     let kills = ops.iter().filter(|o| o.f == "start-kill").count();

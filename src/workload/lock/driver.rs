@@ -13,21 +13,19 @@
 use std::io;
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde::Serialize;
 use serde_json::{json, Value};
-use tokio::sync::watch;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
+use zookeeper_client::Client;
 
 use super::holder::Holder;
 use super::recipe::Recipe;
 use super::resource::Resource;
 use super::{lock_latencies, LockConfig, LockLatencies, RecipeKind, ResourceStats};
-use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended, DriverRun, HealReport, Next, Slot, Target};
+use crate::client::classify;
+use crate::generator::{ended, DriverRun, HealReport, Next};
 use crate::history::{Meta, OpType, Process, Recorder};
-use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
+use crate::workload::rounds::{Processes, Rounds, Turn};
+use crate::workload::{HerdMeter, HerdStats};
 
 /// What a lock run does: its settings, slots, time and servers.
 pub type ContenderRun = DriverRun<LockConfig>;
@@ -70,7 +68,7 @@ pub struct LockRunSummary {
 
 /// What one contender slot did.
 #[derive(Debug, Default, Clone, Copy)]
-struct Tally {
+pub struct Tally {
     acquired: u64,
     acquire_failed: u64,
     acquire_info: u64,
@@ -80,86 +78,152 @@ struct Tally {
     reentries: u64,
 }
 
-struct Shared {
+/// The contenders of a lock run, as [`crate::workload::rounds::drive`] runs them: the recipe, its settings,
+/// the history and the protected resource they share.
+pub struct Contenders {
     recipe: Recipe,
     cfg: LockConfig,
-    options: ClientOptions,
-    endpoints: Vec<NodeEndpoint>,
     recorder: Arc<Recorder>,
     resource: Resource,
-    meter: HerdMeter,
-    ids: ProcessIds,
 }
 
-/// Creates the lock's znodes, then runs `run.slots` contenders for `run.time_limit` (or
-/// until `stop` turns true), recording into `recorder`. Fails if the setup session cannot be
-/// opened or the history cannot be written.
-pub async fn run_contenders(
-    run: &ContenderRun,
-    recorder: Arc<Recorder>,
-    stop: watch::Receiver<bool>,
-) -> anyhow::Result<LockRunSummary> {
-    run.cfg.validate().map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(run.slots > 0, "a lock run needs at least 1 contender");
-    anyhow::ensure!(!run.endpoints.is_empty(), "no ZooKeeper node to connect to");
-    let recipe = Recipe::new(run.cfg.recipe, &run.run_id)?;
-    let options = run.cfg.client_options();
-    setup(&recipe, &run.endpoints, &options).await?;
+#[async_trait::async_trait]
+impl Rounds for Contenders {
+    type Config = LockConfig;
+    type Tally = Tally;
+    type Summary = LockRunSummary;
+    const NAMES: (&'static str, &'static str) = ("contender", "recording a lock operation");
 
-    let shared = Arc::new(Shared {
-        recipe,
-        cfg: run.cfg.clone(),
-        options,
-        endpoints: run.endpoints.clone(),
-        resource: Resource::new(recorder.clone(), run.cfg.fencing),
-        recorder,
-        meter: match run.cfg.recipe {
+    fn start(run: &ContenderRun, recorder: Arc<Recorder>) -> anyhow::Result<(Self, HerdMeter)> {
+        run.cfg.validate().map_err(anyhow::Error::msg)?;
+        let meter = match run.cfg.recipe {
             RecipeKind::Crate => HerdMeter::uncounted(),
             _ => HerdMeter::default(),
-        },
-        ids: ProcessIds::default(),
-    });
-    let deadline = Instant::now() + run.time_limit;
-    let mut tasks = JoinSet::new();
-    for slot in 0..run.slots {
-        let (shared, stop) = (shared.clone(), stop.clone());
-        tasks.spawn(async move { (slot, contend(&shared, slot, deadline, stop).await) });
+        };
+        let contenders = Contenders {
+            recipe: Recipe::new(run.cfg.recipe, &run.run_id)?,
+            cfg: run.cfg.clone(),
+            resource: Resource::new(recorder.clone(), run.cfg.fencing),
+            recorder,
+        };
+        Ok((contenders, meter))
     }
-    let mut per_slot = vec![Tally::default(); run.slots];
-    while let Some(joined) = tasks.join_next().await {
-        let (slot, tally) = joined.context("a contender panicked")?;
-        per_slot[slot] = tally.context("recording a lock operation")?;
-    }
-    let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
-    Ok(LockRunSummary {
-        recipe: run.cfg.recipe.workload_name(),
-        processes: shared.ids.count(),
-        acquired: sum(|t| t.acquired),
-        acquire_failed: sum(|t| t.acquire_failed),
-        acquire_info: sum(|t| t.acquire_info),
-        released: sum(|t| t.released),
-        release_info: sum(|t| t.release_info),
-        lost_while_holding: sum(|t| t.lost_while_holding),
-        reentries: sum(|t| t.reentries),
-        acquisitions_per_contender: per_slot.iter().map(|t| t.acquired).collect(),
-        herd: shared.meter.stats(),
-        latency: lock_latencies(&shared.recorder.ops()),
-        resource: shared.resource.stats(),
-        cancelled: is_raised(&stop),
-        heal_failures: Vec::new(),
-    })
-}
 
-/// `stampede test` for a lock workload: the contenders of `file.lock`, run by [`run_contenders`]
-/// under [`generator::drive`] (the nemesis schedule, the heal, the healed tail).
-pub async fn run(file: &WorkloadFile, target: Target) -> anyhow::Result<LockRunSummary> {
-    generator::drive(
-        &file.generator,
-        &file.lock,
-        target,
-        |run, recorder, stop| async move { run_contenders(&run, recorder, stop).await },
-    )
-    .await
+    fn dir(&self) -> &str {
+        self.recipe.dir()
+    }
+
+    async fn create(&self, client: &Client) -> Result<(), zookeeper_client::Error> {
+        self.recipe.setup(client).await
+    }
+
+    fn pause(&self) -> std::time::Duration {
+        self.cfg.pause.0
+    }
+
+    fn summary(&self, per_slot: &[Tally], processes: &Processes, cancelled: bool) -> LockRunSummary {
+        let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
+        LockRunSummary {
+            recipe: self.cfg.recipe.workload_name(),
+            processes: processes.ids.count(),
+            acquired: sum(|t| t.acquired),
+            acquire_failed: sum(|t| t.acquire_failed),
+            acquire_info: sum(|t| t.acquire_info),
+            released: sum(|t| t.released),
+            release_info: sum(|t| t.release_info),
+            lost_while_holding: sum(|t| t.lost_while_holding),
+            reentries: sum(|t| t.reentries),
+            acquisitions_per_contender: per_slot.iter().map(|t| t.acquired).collect(),
+            herd: processes.meter.stats(),
+            latency: lock_latencies(&self.recorder.ops()),
+            resource: self.resource.stats(),
+            cancelled,
+            heal_failures: Vec::new(),
+        }
+    }
+
+    /// One acquire → hold → release round of `session`'s process.
+    async fn round(&self, turn: Turn<'_, Tally>) -> io::Result<Next> {
+        let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
+        let process = Process::Client(session.process);
+        let meta = Meta {
+            node: session.node.clone(),
+            ..Meta::default()
+        };
+        let record = |kind, f: &str, value: Value, meta: Meta| {
+            self.recorder.record(kind, process, f, value, meta)
+        };
+        let identity = session.process.to_string();
+        record(OpType::Invoke, "acquire", Value::Null, meta.clone())?;
+        let mut req = turn.processes.requests();
+        let acquired = tokio::select! {
+            biased;
+            _ = ended(stop, turn.deadline) => None,
+            r = self.recipe.acquire(&session.client, &identity, &mut req) => Some(r),
+        };
+        let held = match acquired {
+            None => {
+                let error = Some("abandoned: the run ended while waiting for the lock".into());
+                record(OpType::Info, "acquire", Value::Null, Meta { error, ..meta })?;
+                tally.acquire_info += 1;
+                return Ok(Next::End);
+            }
+            Some(Err(e)) => {
+                let kind = classify(&e);
+                let error = Some(e.to_string());
+                record(kind, "acquire", Value::Null, Meta { error, ..meta })?;
+                match kind {
+                    OpType::Fail => tally.acquire_failed += 1,
+                    _ => tally.acquire_info += 1,
+                }
+                return Ok(Next::Retire);
+            }
+            Some(Ok(held)) => held,
+        };
+        let ok = Meta {
+            zxid: Some(held.token),
+            ..meta.clone()
+        };
+        record(OpType::Ok, "acquire", json!(held.token), ok)?;
+        tally.acquired += 1;
+
+        let holder = Holder {
+            cfg: &self.cfg,
+            recipe: &self.recipe,
+            resource: &self.resource,
+            processes: turn.processes,
+        };
+        let end = holder.hold(session, &held, &identity).await?;
+        tally.reentries += u64::from(end.reentered);
+        let lost = end.lost;
+        record(OpType::Invoke, "release", Value::Null, meta.clone())?;
+        if let Some(reason) = lost {
+            tally.lost_while_holding += 1;
+            tally.release_info += 1;
+            let error = Some(reason);
+            record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
+            return Ok(Next::Retire);
+        }
+        turn.processes.meter.released();
+        let mut req = turn.processes.requests();
+        match self
+            .recipe
+            .release(&session.client, &held, &mut req)
+            .await
+        {
+            Ok(()) => {
+                record(OpType::Ok, "release", Value::Null, meta)?;
+                tally.released += 1;
+                Ok(Next::Again)
+            }
+            Err(e) => {
+                let error = Some(e.to_string());
+                record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
+                tally.release_info += 1;
+                Ok(Next::Retire)
+            }
+        }
+    }
 }
 
 impl HealReport for LockRunSummary {
@@ -168,134 +232,3 @@ impl HealReport for LockRunSummary {
     }
 }
 
-/// Creates the lock's parent znodes through a session to the whole ensemble.
-async fn setup(
-    recipe: &Recipe,
-    endpoints: &[NodeEndpoint],
-    options: &ClientOptions,
-) -> anyhow::Result<()> {
-    let client = setup_session(endpoints, options.session_timeout).await?;
-    recipe
-        .setup(&client)
-        .await
-        .with_context(|| format!("creating {}", recipe.dir()))
-}
-
-/// Whether `stop` was raised.
-fn is_raised(stop: &watch::Receiver<bool>) -> bool {
-    *stop.borrow()
-}
-
-/// One contender slot's loop; fails only if the history cannot be written.
-async fn contend(
-    shared: &Shared,
-    slot: usize,
-    deadline: Instant,
-    stop: watch::Receiver<bool>,
-) -> io::Result<Tally> {
-    let slot = Slot {
-        ids: &shared.ids,
-        endpoints: &shared.endpoints,
-        options: &shared.options,
-        slot,
-        pause: shared.cfg.pause.0,
-    };
-    let mut tally = Tally::default();
-    slot.run(
-        deadline,
-        stop,
-        &mut (shared, &mut tally),
-        |session, stop, (shared, tally)| Box::pin(round(shared, session, deadline, stop, tally)),
-    )
-    .await?;
-    Ok(tally)
-}
-
-/// One acquire → hold → release round of `session`'s process.
-async fn round(
-    shared: &Shared,
-    session: &Session,
-    deadline: Instant,
-    stop: &mut watch::Receiver<bool>,
-    tally: &mut Tally,
-) -> io::Result<Next> {
-    let process = Process::Client(session.process);
-    let meta = Meta {
-        node: session.node.clone(),
-        ..Meta::default()
-    };
-    let record = |kind, f: &str, value: Value, meta: Meta| {
-        shared.recorder.record(kind, process, f, value, meta)
-    };
-    let identity = session.process.to_string();
-    record(OpType::Invoke, "acquire", Value::Null, meta.clone())?;
-    let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
-    let acquired = tokio::select! {
-        biased;
-        _ = ended(stop, deadline) => None,
-        r = shared.recipe.acquire(&session.client, &identity, &mut req) => Some(r),
-    };
-    let held = match acquired {
-        None => {
-            let error = Some("abandoned: the run ended while waiting for the lock".into());
-            record(OpType::Info, "acquire", Value::Null, Meta { error, ..meta })?;
-            tally.acquire_info += 1;
-            return Ok(Next::End);
-        }
-        Some(Err(e)) => {
-            let kind = classify(&e);
-            let error = Some(e.to_string());
-            record(kind, "acquire", Value::Null, Meta { error, ..meta })?;
-            match kind {
-                OpType::Fail => tally.acquire_failed += 1,
-                _ => tally.acquire_info += 1,
-            }
-            return Ok(Next::Retire);
-        }
-        Some(Ok(held)) => held,
-    };
-    let ok = Meta {
-        zxid: Some(held.token),
-        ..meta.clone()
-    };
-    record(OpType::Ok, "acquire", json!(held.token), ok)?;
-    tally.acquired += 1;
-
-    let holder = Holder {
-        cfg: &shared.cfg,
-        recipe: &shared.recipe,
-        resource: &shared.resource,
-        meter: &shared.meter,
-        op_timeout: shared.options.op_timeout,
-    };
-    let end = holder.hold(session, &held, &identity).await?;
-    tally.reentries += u64::from(end.reentered);
-    let lost = end.lost;
-    record(OpType::Invoke, "release", Value::Null, meta.clone())?;
-    if let Some(reason) = lost {
-        tally.lost_while_holding += 1;
-        tally.release_info += 1;
-        let error = Some(reason);
-        record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
-        return Ok(Next::Retire);
-    }
-    shared.meter.released();
-    let mut req = Requests::new(shared.options.op_timeout, &shared.meter);
-    match shared
-        .recipe
-        .release(&session.client, &held, &mut req)
-        .await
-    {
-        Ok(()) => {
-            record(OpType::Ok, "release", Value::Null, meta)?;
-            tally.released += 1;
-            Ok(Next::Again)
-        }
-        Err(e) => {
-            let error = Some(e.to_string());
-            record(OpType::Info, "release", Value::Null, Meta { error, ..meta })?;
-            tally.release_info += 1;
-            Ok(Next::Retire)
-        }
-    }
-}

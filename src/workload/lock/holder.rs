@@ -2,13 +2,13 @@
 //! the lock, stopping early when its session state says so under the `on_disconnect` policy.
 
 use std::io;
-use std::time::Duration;
 
-use super::recipe::{Held, Recipe};
+use super::recipe::Recipe;
 use super::resource::Resource;
 use super::LockConfig;
 use crate::client::{OpError, Session};
-use crate::workload::{HerdMeter, Requests};
+use crate::workload::ephemeral::Owned;
+use crate::workload::rounds::Processes;
 
 /// What a holder needs to work under the lock.
 pub struct Holder<'a> {
@@ -18,10 +18,9 @@ pub struct Holder<'a> {
     pub recipe: &'a Recipe,
     /// The protected resource.
     pub resource: &'a Resource,
-    /// The herd meter (re-entry requests are not reactions, so not counted).
-    pub meter: &'a HerdMeter,
-    /// The deadline of one request.
-    pub op_timeout: Duration,
+    /// The processes' request deadline and herd meter (re-entry requests are not reactions,
+    /// so not counted).
+    pub processes: &'a Processes,
 }
 
 /// How a critical section ended.
@@ -40,7 +39,7 @@ impl Holder<'_> {
     pub async fn hold(
         &self,
         session: &Session,
-        held: &Held,
+        held: &Owned,
         identity: &str,
     ) -> io::Result<HoldEnd> {
         let process = session.process;
@@ -54,20 +53,14 @@ impl Holder<'_> {
             reentered: false,
         };
         for step in 0..cfg.steps {
-            if let Some(reason) = cfg.on_disconnect.lost(states.peek_state()) {
+            // A stale step (fencing) is counted by the resource; the holder goes on.
+            let step_done = self.resource.step(process, think);
+            if let Err(reason) = cfg.on_disconnect.unless_lost(&mut states, step_done).await {
                 end.lost = Some(reason);
                 break;
             }
-            tokio::select! {
-                reason = cfg.on_disconnect.session_lost(&mut states) => {
-                    end.lost = Some(reason);
-                    break;
-                }
-                // A stale step (fencing) is counted by the resource; the holder goes on.
-                _ = self.resource.step(process, think) => {}
-            }
             if cfg.reentrant && step == 0 {
-                let mut req = Requests::new(self.op_timeout, self.meter);
+                let mut req = self.processes.requests();
                 match self
                     .recipe
                     .reenter(&session.client, identity, held, &mut req)

@@ -70,24 +70,12 @@ pub fn lock_latencies(ops: &[Op]) -> LockLatencies {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Value;
+    use crate::history::testing;
 
     use super::*;
 
     fn op(ms: u64, kind: OpType, process: u64, f: &str) -> Op {
-        Op {
-            index: 0,
-            time: ms * 1_000_000,
-            kind,
-            process: Process::Client(process),
-            f: f.into(),
-            value: Value::Null,
-            key: None,
-            node: None,
-            error: None,
-            zxid: None,
-            version: None,
-        }
+        testing::op(0, ms * 1_000_000, kind, Process::Client(process), f)
     }
 
     #[test]

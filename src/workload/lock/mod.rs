@@ -1,8 +1,8 @@
 //! Lock recipes as ZooKeeper users really write them, run by contenders that take the lock,
 //! work on a protected resource while they believe they hold it, and give it back.
 //!
-//! [`LockConfig`] is the `lock` section of a workload file; [`run`] (with the nemesis
-//! schedule) and [`driver::run_contenders`] run one contender per process slot against real
+//! [`LockConfig`] is the `lock` section of a workload file; [`ENTRY`] (with the nemesis
+//! schedule) and [`driver::Contenders`] run one contender per process slot against real
 //! ZooKeeper, recording `acquire`, `hold` and `release` operations; the protected resource
 //! (`resource`) is kept by the controller, and the herd meter (`herd`) counts the watch
 //! notifications and reactions each release causes.
@@ -15,18 +15,17 @@ mod holder;
 mod latency;
 mod recipe;
 mod resource;
-mod sequential;
 mod single_node;
+mod workload;
 #[cfg(test)]
 mod zk_tests;
 
 use serde::{Deserialize, Serialize};
-use zookeeper_client::{SessionState, StateWatcher};
 
-use crate::client::{ClientOptions, Connect};
 use crate::config::Duration;
+use crate::workload::on_disconnect::OnDisconnect;
 
-pub use driver::{run, LockRunSummary};
+pub use workload::ENTRY;
 pub use latency::{lock_latencies, LockLatencies};
 pub use resource::ResourceStats;
 
@@ -49,6 +48,7 @@ pub enum RecipeKind {
 
 impl RecipeKind {
     /// Every lock recipe.
+    #[cfg(test)]
     pub const ALL: [RecipeKind; 5] = [
         RecipeKind::SingleNode,
         RecipeKind::Sequential,
@@ -65,41 +65,6 @@ impl RecipeKind {
             RecipeKind::SequentialHerd => "lock-sequential-herd",
             RecipeKind::Protected => "lock-protected",
             RecipeKind::Crate => "lock-crate",
-        }
-    }
-}
-
-/// What a holder does when its session is disconnected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OnDisconnect {
-    /// Stop acting as holder as soon as the session is disconnected.
-    #[default]
-    AssumeLost,
-    /// Act as holder until told the session expired (the common mistake).
-    Keep,
-}
-
-impl OnDisconnect {
-    /// Whether a holder (or leader) whose session is in `state` must stop acting as one under
-    /// this policy, and why.
-    pub fn lost(self, state: SessionState) -> Option<String> {
-        match (state, self) {
-            (SessionState::Expired, _) => Some("session-expired".into()),
-            (SessionState::Closed, _) => Some("session-closed".into()),
-            (SessionState::AuthFailed, _) => Some("auth-failed".into()),
-            (SessionState::Disconnected, OnDisconnect::AssumeLost) => Some("disconnected".into()),
-            _ => None,
-        }
-    }
-
-    /// Completes, with the reason, when the session's state makes a holder (or leader) stop
-    /// under this policy.
-    pub async fn session_lost(self, states: &mut StateWatcher) -> String {
-        loop {
-            if let Some(reason) = self.lost(states.changed().await) {
-                return reason;
-            }
         }
     }
 }
@@ -122,12 +87,6 @@ pub struct LockConfig {
     pub pause: Duration,
     /// Whether the resource rejects steps with a token lower than the highest it has seen.
     pub fencing: bool,
-    /// Node-bound sessions (`node`) or ensemble-wide ones (`ensemble`).
-    pub connect: Connect,
-    /// Client-side deadline of one request (and of opening a session).
-    pub op_timeout: Duration,
-    /// The ZooKeeper session timeout asked for.
-    pub session_timeout: Duration,
 }
 
 impl Default for LockConfig {
@@ -141,9 +100,6 @@ impl Default for LockConfig {
             steps: 4,
             pause: ms(50),
             fencing: true,
-            connect: Connect::Node,
-            op_timeout: ms(5000),
-            session_timeout: ms(10000),
         }
     }
 }
@@ -154,37 +110,13 @@ impl LockConfig {
         if self.steps == 0 {
             return Err("lock.steps must be at least 1".into());
         }
-        self.client_options().validate("lock")
-    }
-
-    /// How contenders open their sessions.
-    pub fn client_options(&self) -> ClientOptions {
-        ClientOptions {
-            connect: self.connect,
-            op_timeout: self.op_timeout.0,
-            session_timeout: self.session_timeout.0,
-        }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn holders_and_leaders_stop_by_their_policy() {
-        use OnDisconnect::{AssumeLost, Keep};
-        assert_eq!(
-            AssumeLost.lost(SessionState::Disconnected).as_deref(),
-            Some("disconnected")
-        );
-        assert_eq!(Keep.lost(SessionState::Disconnected), None);
-        assert_eq!(
-            Keep.lost(SessionState::Expired).as_deref(),
-            Some("session-expired")
-        );
-        assert_eq!(AssumeLost.lost(SessionState::SyncConnected), None);
-    }
 
     #[test]
     fn recipes_and_policies_parse_by_name() {
@@ -212,13 +144,14 @@ mod tests {
         for recipe in RecipeKind::ALL {
             let path = dir.join(format!("{}.yaml", recipe.workload_name()));
             let file: crate::workload::WorkloadFile = crate::config::load(&path).unwrap();
-            assert_eq!(file.workload, crate::workload::file::WorkloadKind::Lock);
+            assert_eq!(file.workload, "lock");
             let expected = LockConfig {
                 recipe,
                 ..LockConfig::default()
             };
-            assert_eq!(file.lock, expected, "{}", path.display());
-            file.validate().unwrap();
+            assert_eq!(file.section::<LockConfig>(), Ok(expected), "{}", path.display());
+            assert_eq!(file.session, crate::workload::SessionConfig::default());
+            assert!(crate::workload::build(&file).is_ok());
         }
     }
 

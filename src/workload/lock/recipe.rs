@@ -1,21 +1,18 @@
 //! The lock recipes behind one interface: take the lock, check it is still ours (re-entry),
-//! give it back.
+//! give it back. The single-node lock claims one ephemeral node ([`ephemeral::claim`]); the
+//! sequential ones (`sequential`, `sequential-herd`, `protected`) wait in a line of ephemeral
+//! sequential children ([`ephemeral::Line`]), watching their predecessor or, in the herd, the
+//! whole children list, with protection finding their child again after a lost create answer.
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use super::sequential::{self, Variant};
 use super::{client_crate, single_node, RecipeKind};
 use crate::client::{NoNodeIsLost, OpError};
+use crate::workload::ephemeral::{self, own_node_gone, Dir, Line, Owned};
 use crate::workload::Requests;
 
-/// A lock a contender holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Held {
-    /// The fencing token: the czxid of the lock node that made the contender the holder.
-    pub token: i64,
-    /// The znode to delete on release.
-    pub node: String,
-}
+/// A sequential lock child's name before its sequence number.
+const PREFIX: &str = "lock-";
 
 /// One lock recipe over the znodes of one test run.
 #[derive(Debug, Clone)]
@@ -42,6 +39,14 @@ impl Recipe {
         &self.dir
     }
 
+    /// The lock's directory, as the recipes name it in facts of lost state.
+    fn znodes(&self) -> Dir<'_> {
+        Dir {
+            path: &self.dir,
+            recipe: "lock",
+        }
+    }
+
     /// Creates the lock's parent znodes.
     pub async fn setup(&self, client: &Client) -> Result<(), Error> {
         client
@@ -52,23 +57,33 @@ impl Recipe {
             .await
     }
 
-    /// Waits until `client`'s session holds the lock; `identity` is stored in the lock node.
+    /// Waits until `client`'s session holds the lock (the node it owns, whose czxid is the
+    /// fencing token); `identity` is stored in the lock node.
     pub async fn acquire(
         &self,
         client: &Client,
         identity: &str,
         req: &mut Requests<'_>,
-    ) -> Result<Held, OpError> {
+    ) -> Result<Owned, OpError> {
+        let dir = self.znodes();
         match self.kind {
-            RecipeKind::SingleNode => single_node::acquire(&self.dir, client, identity, req).await,
-            RecipeKind::Sequential | RecipeKind::SequentialHerd | RecipeKind::Protected => {
-                let variant = Variant {
-                    herd: self.kind == RecipeKind::SequentialHerd,
-                    protected: self.kind == RecipeKind::Protected,
-                };
-                sequential::acquire(&self.dir, client, identity, variant, req).await
+            RecipeKind::SingleNode => {
+                let node = single_node::node(&self.dir);
+                ephemeral::claim(dir, &node, client, identity, req).await
             }
-            RecipeKind::Crate => client_crate::acquire(&self.dir, client, identity, req).await,
+            RecipeKind::Sequential | RecipeKind::SequentialHerd | RecipeKind::Protected => {
+                let line = Line {
+                    dir,
+                    prefix: PREFIX,
+                };
+                let protected = self.kind == RecipeKind::Protected;
+                let own = line.join(client, identity, protected, req).await?;
+                let herd = self.kind == RecipeKind::SequentialHerd;
+                let lost = |_| own_node_gone("lock node", &own.node);
+                line.wait_first(client, &own, herd, lost, req).await?;
+                Ok(own)
+            }
+            RecipeKind::Crate => client_crate::acquire(dir, client, identity, req).await,
         }
     }
 
@@ -78,12 +93,12 @@ impl Recipe {
         &self,
         client: &Client,
         identity: &str,
-        held: &Held,
+        held: &Owned,
         req: &mut Requests<'_>,
     ) -> Result<bool, OpError> {
         match self.kind {
             RecipeKind::SingleNode => {
-                single_node::reenter(&self.dir, client, identity, held, req).await
+                single_node::reenter(self.znodes(), client, identity, held.token, req).await
             }
             RecipeKind::Sequential
             | RecipeKind::SequentialHerd
@@ -92,7 +107,7 @@ impl Recipe {
                 let (data, _) = req
                     .send(client.get_data(&held.node))
                     .await
-                    .no_node_is_lost(|| sequential::own_node_gone(&held.node))?;
+                    .no_node_is_lost(|| own_node_gone("lock node", &held.node))?;
                 Ok(data == identity.as_bytes())
             }
         }
@@ -103,11 +118,11 @@ impl Recipe {
     pub async fn release(
         &self,
         client: &Client,
-        held: &Held,
+        held: &Owned,
         req: &mut Requests<'_>,
     ) -> Result<(), OpError> {
         req.send(client.delete(&held.node, None))
             .await
-            .no_node_is_lost(|| sequential::own_node_gone(&held.node))
+            .no_node_is_lost(|| own_node_gone("lock node", &held.node))
     }
 }

@@ -6,47 +6,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
 
 use super::cut_proxy::CutProxy;
-use super::driver::{run_contenders, ContenderRun};
-use super::{LockConfig, LockRunSummary, OnDisconnect, RecipeKind};
+use super::driver::Contenders;
+use crate::workload::rounds;
+use super::driver::LockRunSummary;
+use super::{LockConfig, OnDisconnect, RecipeKind};
 use crate::checker::liveness::{self, LivenessOptions};
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::result::Validity;
 use crate::checker::CheckOptions;
-use crate::client::test_server::{KillServer, ZkServer};
+use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
-use crate::generator::GeneratorConfig;
 use crate::history::{Op, Recorder};
-use crate::nemesis::{BoxFuture, Nemesis};
-use crate::workload::file::WorkloadKind;
-use crate::workload::WorkloadFile;
-
-fn ms(n: u64) -> crate::config::Duration {
-    crate::config::Duration(Duration::from_millis(n))
-}
-
-/// Runs `cfg` with `contenders` for `secs` seconds under run id `run_id`.
-async fn run(
-    cfg: LockConfig,
-    contenders: usize,
-    secs: u64,
-    run_id: &str,
-    endpoint: NodeEndpoint,
-) -> (LockRunSummary, Vec<Op>) {
-    let recorder = Arc::new(Recorder::in_memory());
-    let (_keep, stop) = watch::channel(false);
-    let run = ContenderRun {
-        cfg,
-        slots: contenders,
-        time_limit: Duration::from_secs(secs),
-        run_id: run_id.into(),
-        endpoints: vec![endpoint],
-    };
-    let summary = run_contenders(&run, recorder.clone(), stop).await.unwrap();
-    (summary, recorder.ops())
-}
+use crate::generator::drive;
+use crate::nemesis::Nemesis;
+use crate::workload::test_runs::{faulted, killable_server, ms, options, run_faulted, run_quiet};
 
 fn quick(recipe: RecipeKind, reentrant: bool) -> LockConfig {
     LockConfig {
@@ -55,7 +30,6 @@ fn quick(recipe: RecipeKind, reentrant: bool) -> LockConfig {
         hold: ms(40),
         steps: 4,
         pause: ms(20),
-        session_timeout: ms(4000),
         ..LockConfig::default()
     }
 }
@@ -123,7 +97,8 @@ async fn contenders_deaf_to_their_watches_are_reported_stuck() {
         host: "127.0.0.1".into(),
         port: proxy.port(),
     };
-    let (summary, ops) = run(quick(RecipeKind::Sequential, false), 3, 5, "deaf", endpoint).await;
+    let cfg = quick(RecipeKind::Sequential, false);
+    let (summary, ops) = run_quiet(cfg, 3, 5, "deaf", endpoint, rounds::drive::<Contenders>).await;
     let opts = CheckOptions::default();
     let safety = check_lock_history(&ops, true, &opts).unwrap();
     assert_eq!(safety.valid, Validity::Valid, "still safe: {safety:?}");
@@ -146,7 +121,8 @@ async fn every_lock_recipe_is_safe_and_live_without_faults() {
         // Re-entry is exercised by the single-node lock (its identity check) and the herd.
         let reentrant = recipe != RecipeKind::Sequential;
         let run_id = format!("safe-{}", recipe.workload_name());
-        tokio::spawn(async move { run(quick(recipe, reentrant), 5, 8, &run_id, endpoint).await })
+        let cfg = quick(recipe, reentrant);
+        tokio::spawn(async move { run_quiet(cfg, 5, 8, &run_id, endpoint, rounds::drive::<Contenders>).await })
     });
     for joined in runs {
         let (summary, ops) = joined.await.unwrap();
@@ -168,7 +144,8 @@ async fn naive_recipes_notify_ten_times_more_per_release_than_the_sequential_loc
     let runs = naive_and_recipe.map(|recipe| {
         let endpoint = server.endpoint();
         let run_id = format!("herd-{}", recipe.workload_name());
-        tokio::spawn(async move { run(quick(recipe, false), 20, 8, &run_id, endpoint).await })
+        let cfg = quick(recipe, false);
+        tokio::spawn(async move { run_quiet(cfg, 20, 8, &run_id, endpoint, rounds::drive::<Contenders>).await })
     });
     let mut per_release = std::collections::BTreeMap::new();
     for joined in runs {
@@ -215,28 +192,25 @@ impl IsolateHolder {
     }
 }
 
+#[async_trait::async_trait]
 impl Nemesis for IsolateHolder {
     fn kind(&self) -> &str {
         "partition"
     }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            for _ in 0..100 {
-                if let Some(node) = self.holder_node() {
-                    let (_, proxy) = self.proxies.iter().find(|(n, _)| *n == node).unwrap();
-                    proxy.set_cut(true);
-                    return Ok(serde_json::json!({ "isolated": node }));
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        for _ in 0..100 {
+            if let Some(node) = self.holder_node() {
+                let (_, proxy) = self.proxies.iter().find(|(n, _)| *n == node).unwrap();
+                proxy.set_cut(true);
+                return Ok(serde_json::json!({ "isolated": node }));
             }
-            anyhow::bail!("nobody held the lock")
-        })
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        anyhow::bail!("nobody held the lock")
     }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            self.proxies.iter().for_each(|(_, p)| p.set_cut(false));
-            Ok(serde_json::json!("healed"))
-        })
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        self.proxies.iter().for_each(|(_, p)| p.set_cut(false));
+        Ok(serde_json::json!("healed"))
     }
 }
 
@@ -263,44 +237,19 @@ async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRun
         recorder: recorder.clone(),
         proxies,
     });
-    let file = WorkloadFile {
-        workload: WorkloadKind::Lock,
-        register: Default::default(),
-        barrier: Default::default(),
-        election: Default::default(),
-        queue: Default::default(),
-        lock: LockConfig {
-            recipe: RecipeKind::Sequential,
-            on_disconnect: policy,
-            hold: ms(5000),
-            steps: 10,
-            pause: ms(100),
-            op_timeout: ms(1000),
-            session_timeout: ms(2000),
-            ..LockConfig::default()
-        },
-        generator: GeneratorConfig {
-            concurrency: 2,
-            time_limit: ms(9000),
-            nemesis_interval: ms(1000),
-            nemesis_duration: ms(4000),
-            ..GeneratorConfig::default()
-        },
+    let generator = faulted(2, 9000, 1000, 4000);
+    let cfg = LockConfig {
+        recipe: RecipeKind::Sequential,
+        on_disconnect: policy,
+        hold: ms(5000),
+        steps: 10,
+        pause: ms(100),
+        ..LockConfig::default()
     };
     let run_id = format!("isolate-{policy:?}");
-    let (_keep, cancel) = watch::channel(false);
-    let summary = super::run(
-        &file,
-        crate::generator::Target {
-            run_id: run_id.to_string(),
-            endpoints,
-            nemeses: vec![nemesis],
-            recorder: recorder.clone(),
-            cancel,
-        },
-    )
-    .await
-    .unwrap();
+    let nemeses = vec![nemesis];
+    let running = |target| drive(&generator, &cfg, options(1000, 2000), target, rounds::drive::<Contenders>);
+    let summary = run_faulted(&run_id, endpoints, nemeses, &recorder, running).await;
     assert!(summary.heal_failures.is_empty(), "{summary:?}");
     (summary, recorder.ops())
 }
@@ -338,42 +287,12 @@ async fn a_holder_that_keeps_the_lock_while_isolated_overlaps_and_is_caught() {
 /// Runs `recipe` (assume-lost) with 4 contenders on its own server, killed and restarted in
 /// turn, and checks the history.
 async fn through_kills(recipe: RecipeKind) {
-    let server = Arc::new(std::sync::Mutex::new(ZkServer::start()));
-    let endpoint = server.lock().unwrap().endpoint();
-    let file = WorkloadFile {
-        workload: WorkloadKind::Lock,
-        register: Default::default(),
-        barrier: Default::default(),
-        election: Default::default(),
-        queue: Default::default(),
-        lock: LockConfig {
-            op_timeout: ms(1000),
-            session_timeout: ms(3000),
-            ..quick(recipe, false)
-        },
-        generator: GeneratorConfig {
-            concurrency: 4,
-            time_limit: ms(12000),
-            nemesis_interval: ms(2000),
-            nemesis_duration: ms(2000),
-            ..GeneratorConfig::default()
-        },
-    };
+    let (_server, endpoint, kill) = killable_server();
+    let generator = faulted(4, 12000, 2000, 2000);
+    let cfg = quick(recipe, false);
     let recorder = Arc::new(Recorder::in_memory());
-    let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
-    let (_keep, cancel) = watch::channel(false);
-    let summary = super::run(
-        &file,
-        crate::generator::Target {
-            run_id: "kill".to_string(),
-            endpoints: vec![endpoint],
-            nemeses: vec![kill],
-            recorder: recorder.clone(),
-            cancel,
-        },
-    )
-    .await
-    .unwrap();
+    let running = |target| drive(&generator, &cfg, options(1000, 3000), target, rounds::drive::<Contenders>);
+    let summary = run_faulted("kill", vec![endpoint], vec![kill], &recorder, running).await;
     let name = summary.recipe;
     assert!(summary.heal_failures.is_empty(), "{name}: {summary:?}");
     let ops = recorder.ops();

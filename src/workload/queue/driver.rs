@@ -25,12 +25,11 @@ use tokio::time::Instant;
 
 use super::recipe::{Queue, Take};
 use super::QueueConfig;
-use crate::checker::queue::{DEQUEUE, EMPTY, ENQUEUE};
+use super::check::{DEQUEUE, EMPTY, ENQUEUE};
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended, Next, Slot};
+use crate::generator::{self, ended, GeneratorConfig, Next, Slot, Target};
 use crate::history::{Meta, OpType, Process, Recorder};
-use crate::nemesis::Nemesis;
-use crate::workload::{HerdMeter, HerdStats, Requests, WorkloadFile};
+use crate::workload::{HerdMeter, HerdStats, Requests};
 
 /// What a queue run did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -143,29 +142,28 @@ struct Shared {
     meter: HerdMeter,
 }
 
-/// `stampede test` for the queue workload: creates the queue node, runs `file.queue.producers`
-/// producers and the rest of `file.generator.concurrency` slots as consumers for
-/// `file.generator.time_limit` while the generator's nemesis schedule starts and stops
-/// `nemeses` in turn, heals every fault, then drains the queue with the consumer slots (for at
-/// most `file.queue.drain_timeout`). Setting `cancel` to true (Ctrl-C) ends the run early,
-/// without a drain; no fault is left active on return, and heals that failed are listed in the
-/// summary. Fails if the setup session cannot be opened or the history cannot be written.
+/// `stampede test` for the queue workload: creates the queue node, runs `cfg.producers`
+/// producers and the rest of `gen.concurrency` slots as consumers (their sessions opened as
+/// `options` says) for `gen.time_limit` while the generator's nemesis schedule starts and
+/// stops the target's nemeses in turn, heals every fault, then drains the queue with the
+/// consumer slots (for at most `cfg.drain_timeout`). The target's cancel signal (Ctrl-C) ends
+/// the run early, without a drain; no fault is left active on return, and heals that failed
+/// are listed in the summary. Fails if the setup session cannot be opened or the history
+/// cannot be written.
 pub async fn run(
-    file: &WorkloadFile,
-    run_id: &str,
-    endpoints: Vec<NodeEndpoint>,
-    nemeses: Vec<Arc<dyn Nemesis>>,
-    recorder: Arc<Recorder>,
-    cancel: watch::Receiver<bool>,
+    gen: &GeneratorConfig,
+    cfg: &QueueConfig,
+    options: ClientOptions,
+    target: Target,
 ) -> anyhow::Result<QueueRunSummary> {
-    let gen = &file.generator;
     gen.validate().map_err(anyhow::Error::msg)?;
-    let cfg = &file.queue;
     cfg.validate(gen.concurrency).map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(!endpoints.is_empty(), "no ZooKeeper node to connect to");
-    let queue = Queue::new(run_id)?;
-    let options = cfg.client_options();
-    let client = setup_session(&endpoints, options.session_timeout).await?;
+    anyhow::ensure!(
+        !target.endpoints.is_empty(),
+        "no ZooKeeper node to connect to"
+    );
+    let queue = Queue::new(&target.run_id)?;
+    let client = setup_session(&target.endpoints, options.session_timeout).await?;
     queue
         .setup(&client)
         .await
@@ -176,8 +174,8 @@ pub async fn run(
         queue,
         cfg: cfg.clone(),
         options,
-        endpoints,
-        recorder: recorder.clone(),
+        endpoints: target.endpoints,
+        recorder: target.recorder.clone(),
         ids: ProcessIds::default(),
         next_value: AtomicU64::new(0),
         meter: HerdMeter::default(),
@@ -192,8 +190,9 @@ pub async fn run(
         let deadline = Instant::now() + run_for;
         phase(&shared, &slots, Phase::Main, deadline, cancel)
     };
+    let cancel = target.cancel;
     let (main_tallies, heal_failures) =
-        generator::with_faults(gen, nemeses, recorder, cancel.clone(), main).await?;
+        generator::with_faults(gen, target.nemeses, target.recorder, cancel.clone(), main).await?;
     let cancelled = *cancel.borrow();
     let drain_start = Instant::now();
     let drain_tallies = match cancelled {

@@ -1,22 +1,23 @@
 //! A distributed FIFO queue as ZooKeeper's recipe builds it, run by producers that enqueue
 //! unique values and consumers that take the oldest one.
 //!
-//! [`QueueConfig`] is the `queue` section of a workload file; [`run`] runs the producer and
+//! [`QueueConfig`] is the `queue` section of a workload file; [`driver::run`] runs the producer and
 //! consumer slots against real ZooKeeper while the nemesis schedule injects faults, heals them,
 //! then lets the consumers drain the queue, recording `enqueue` and `dequeue` operations
-//! ([`driver`] says how) that `checker::queue` judges.
+//! ([`driver`] says how) that [`check`] judges.
 
+mod check;
 pub mod driver;
 mod recipe;
+mod workload;
 #[cfg(test)]
 mod zk_tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ClientOptions, Connect};
 use crate::config::Duration;
 
-pub use driver::{run, QueueRunSummary};
+pub use workload::ENTRY;
 
 /// Settings of the queue workload (the `queue` section of `workloads/queue.yaml`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,12 +29,6 @@ pub struct QueueConfig {
     pub pause: Duration,
     /// After the time limit and the heal, how long consumers may take to empty the queue.
     pub drain_timeout: Duration,
-    /// Node-bound sessions (`node`) or ensemble-wide ones (`ensemble`).
-    pub connect: Connect,
-    /// Client-side deadline of one request (and of opening a session).
-    pub op_timeout: Duration,
-    /// The ZooKeeper session timeout asked for.
-    pub session_timeout: Duration,
 }
 
 impl Default for QueueConfig {
@@ -43,9 +38,6 @@ impl Default for QueueConfig {
             producers: 2,
             pause: ms(20),
             drain_timeout: ms(30_000),
-            connect: Connect::Node,
-            op_timeout: ms(5000),
-            session_timeout: ms(10000),
         }
     }
 }
@@ -67,16 +59,7 @@ impl QueueConfig {
         if self.drain_timeout.0.is_zero() {
             return Err("queue.drain_timeout must be above 0".into());
         }
-        self.client_options().validate("queue")
-    }
-
-    /// How producers and consumers open their sessions.
-    pub fn client_options(&self) -> ClientOptions {
-        ClientOptions {
-            connect: self.connect,
-            op_timeout: self.op_timeout.0,
-            session_timeout: self.session_timeout.0,
-        }
+        Ok(())
     }
 }
 
@@ -91,7 +74,6 @@ mod tests {
         assert_eq!(cfg.producers, 3);
         assert!(cfg.pause.0.is_zero());
         assert_eq!(cfg.drain_timeout.0, std::time::Duration::from_secs(60));
-        assert_eq!(cfg.op_timeout, QueueConfig::default().op_timeout);
         let err = serde_yaml_ng::from_str::<QueueConfig>("consumers: 3\n").unwrap_err();
         assert!(err.to_string().contains("consumers"), "{err}");
     }
@@ -100,12 +82,11 @@ mod tests {
     fn the_shipped_queue_file_holds_the_defaults() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/queue.yaml");
         let file: crate::workload::WorkloadFile = crate::config::load(&path).unwrap();
-        assert_eq!(file.workload, crate::workload::file::WorkloadKind::Queue);
-        assert_eq!(file.queue, QueueConfig::default());
+        assert_eq!(file.workload, "queue");
+        assert_eq!(file.section::<QueueConfig>().unwrap(), QueueConfig::default());
+        assert_eq!(file.session, crate::workload::SessionConfig::default());
         assert_eq!(file.generator, crate::generator::GeneratorConfig::default());
-        file.validate().unwrap();
-        let err = file.build("run-1", 7).err().expect("run by its driver");
-        assert!(err.to_string().contains("queue::driver::run"), "{err}");
+        assert!(crate::workload::build(&file).is_ok());
     }
 
     #[test]

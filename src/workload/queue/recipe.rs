@@ -5,7 +5,7 @@
 //! and when the list is empty syncs and lists again with a children watch to wait on.
 //!
 //! The sync makes an empty answer current: every value acknowledged before the dequeue began
-//! had been taken by then (what `checker::queue` relies on to call a value lost).
+//! had been taken by then (what [`super::check`] relies on to call a value lost).
 
 use zookeeper_client::{Acls, Client, CreateMode, Error, OneshotWatcher};
 

@@ -2,61 +2,30 @@
 //! every acknowledged value comes out exactly once and in order, and with the server killed
 //! and restarted mid-run the history still checks, the uncertain outcomes classified.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use tokio::sync::watch;
-
-use super::{QueueConfig, QueueRunSummary};
-use crate::checker::queue::{check_queue, QueueReport};
-use crate::client::test_server::{KillServer, ZkServer};
-use crate::client::NodeEndpoint;
-use crate::generator::GeneratorConfig;
+use super::check::{check_queue, QueueReport};
+use super::driver::QueueRunSummary;
+use super::QueueConfig;
+use crate::client::test_server::ZkServer;
+use crate::client::{ClientOptions, NodeEndpoint};
 use crate::history::{Op, OpType, Recorder};
 use crate::nemesis::Nemesis;
-use crate::workload::file::WorkloadKind;
-use crate::workload::WorkloadFile;
+use crate::workload::test_runs::{faulted, killable_server, ms, options, run_faulted};
 
-fn ms(n: u64) -> crate::config::Duration {
-    crate::config::Duration(Duration::from_millis(n))
-}
-
-/// Runs 2 producers and 3 consumers for `secs` seconds against `endpoint` under `nemeses`,
-/// then checks the history.
+/// Runs 2 producers and 3 consumers (their sessions opened as `options` says) for `secs`
+/// seconds against `endpoint` under `nemeses`, then checks the history.
 async fn run(
     run_id: &str,
     secs: u64,
-    queue: QueueConfig,
+    (queue, options): (QueueConfig, ClientOptions),
     endpoint: NodeEndpoint,
     nemeses: Vec<Arc<dyn Nemesis>>,
 ) -> (QueueRunSummary, QueueReport, Vec<Op>) {
-    let file = WorkloadFile {
-        workload: WorkloadKind::Queue,
-        register: Default::default(),
-        lock: Default::default(),
-        election: Default::default(),
-        barrier: Default::default(),
-        queue,
-        generator: GeneratorConfig {
-            concurrency: 5,
-            time_limit: ms(secs * 1000),
-            nemesis_interval: ms(1500),
-            nemesis_duration: ms(2000),
-            ..GeneratorConfig::default()
-        },
-    };
+    let generator = faulted(5, secs * 1000, 1500, 2000);
     let recorder = Arc::new(Recorder::in_memory());
-    let (_keep, cancel) = watch::channel(false);
-    let summary = super::run(
-        &file,
-        run_id,
-        vec![endpoint],
-        nemeses,
-        recorder.clone(),
-        cancel,
-    )
-    .await
-    .unwrap();
+    let running = |target| super::driver::run(&generator, &queue, options, target);
+    let summary = run_faulted(run_id, vec![endpoint], nemeses, &recorder, running).await;
     let ops = recorder.ops();
     let report = check_queue(&ops).unwrap();
     (summary, report, ops)
@@ -67,9 +36,9 @@ async fn every_value_comes_out_once_and_in_order_without_faults() {
     let server = ZkServer::start();
     let cfg = QueueConfig {
         pause: ms(5),
-        session_timeout: ms(4000),
         ..QueueConfig::default()
     };
+    let cfg = (cfg, options(5000, 4000));
     let (summary, report, ops) = run("calm", 4, cfg, server.endpoint(), Vec::new()).await;
     eprintln!("calm: {summary:?}\n{report:?}");
     assert!(report.valid && report.drained, "{report:?}");
@@ -114,15 +83,12 @@ async fn every_value_comes_out_once_and_in_order_without_faults() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_loses_no_acknowledged_value() {
-    let server = Arc::new(Mutex::new(ZkServer::start()));
-    let endpoint = server.lock().unwrap().endpoint();
-    let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
+    let (_server, endpoint, kill) = killable_server();
     let cfg = QueueConfig {
         pause: ms(5),
-        op_timeout: ms(1000),
-        session_timeout: ms(3000),
         ..QueueConfig::default()
     };
+    let cfg = (cfg, options(1000, 3000));
     let (summary, report, ops) = run("kill", 8, cfg, endpoint, vec![kill]).await;
     eprintln!("kill: {summary:?}\n{report:?}");
     assert!(summary.heal_failures.is_empty(), "{summary:?}");

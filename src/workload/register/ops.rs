@@ -1,4 +1,5 @@
-//! The register workload: each independent key is a znode used as a versioned register.
+//! The register workload's operations: each independent key is a znode used as a versioned
+//! register.
 //!
 //! `read` returns the value and data version (after a `sync` of the path when `sync_reads`),
 //! `write v` sets the data, and `cas [expected_version, v]` is ZooKeeper's conditional
@@ -14,12 +15,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error, Stat};
 
-use super::keys::KeyRotation;
-use super::{BoxFuture, Completion, OpSpec, Workload};
-use crate::client::{ClientOptions, Connect, OpError};
-use crate::config::Duration;
+use crate::client::OpError;
+use crate::generator::{Completion, OpSpec, Operations};
+use crate::workload::keys::KeyRotation;
 
 /// Settings of the register workload (the `register` section of `workloads/register.yaml`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,13 +34,6 @@ pub struct RegisterConfig {
     pub sync_reads: bool,
     /// Relative weights of the operations.
     pub mix: Mix,
-    /// Node-bound sessions (`node`) or ensemble-wide ones (`ensemble`).
-    pub connect: Connect,
-    /// Client-side deadline of one operation (and of opening a session); an operation
-    /// without an answer by then ends `info`.
-    pub op_timeout: Duration,
-    /// The ZooKeeper session timeout asked for.
-    pub session_timeout: Duration,
 }
 
 impl Default for RegisterConfig {
@@ -49,9 +43,6 @@ impl Default for RegisterConfig {
             ops_per_key: 100,
             sync_reads: true,
             mix: Mix::default(),
-            connect: Connect::Node,
-            op_timeout: Duration(std::time::Duration::from_secs(5)),
-            session_timeout: Duration(std::time::Duration::from_secs(10)),
         }
     }
 }
@@ -91,12 +82,6 @@ impl RegisterConfig {
             return Err(
                 "register.mix: at least one of read, write, cas needs a weight above 0".into(),
             );
-        }
-        if self.op_timeout.0.is_zero() {
-            return Err("register.op_timeout must be above 0".into());
-        }
-        if self.session_timeout.0.is_zero() {
-            return Err("register.session_timeout must be above 0".into());
         }
         Ok(())
     }
@@ -217,42 +202,33 @@ fn decode(data: &[u8]) -> Value {
     }
 }
 
-impl Workload for Register {
-    fn client_options(&self) -> ClientOptions {
-        ClientOptions {
-            connect: self.cfg.connect,
-            op_timeout: self.cfg.op_timeout.0,
-            session_timeout: self.cfg.session_timeout.0,
-        }
-    }
-
-    fn setup<'a>(&'a self, client: &'a Client, max_ops: u64) -> BoxFuture<'a, anyhow::Result<()>> {
-        Box::pin(async move {
-            let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
-            client
-                .mkdir(&self.root, &options)
-                .await
-                .with_context(|| format!("creating {}", self.root))?;
-            let supply =
-                KeyRotation::supply_for(self.cfg.keys_at_once, self.cfg.ops_per_key, max_ops);
-            let paths: Vec<String> = (0..supply).map(|k| self.path(&k.to_string())).collect();
-            for chunk in paths.chunks(1000) {
-                // Requests are sent when created, so a chunk is pipelined in one round trip.
-                let pending: Vec<_> = chunk
-                    .iter()
-                    .map(|p| (p, client.create(p, &[], &options)))
-                    .collect();
-                for (path, created) in pending {
-                    created.await.with_context(|| {
-                        format!("creating key znode {path} (is the run id fresh?)")
-                    })?;
-                }
+#[async_trait]
+impl Operations for Register {
+    async fn setup(&self, client: &Client, max_ops: u64) -> anyhow::Result<()> {
+        let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        client
+            .mkdir(&self.root, &options)
+            .await
+            .with_context(|| format!("creating {}", self.root))?;
+        let supply =
+            KeyRotation::supply_for(self.cfg.keys_at_once, self.cfg.ops_per_key, max_ops);
+        let paths: Vec<String> = (0..supply).map(|k| self.path(&k.to_string())).collect();
+        for chunk in paths.chunks(1000) {
+            // Requests are sent when created, so a chunk is pipelined in one round trip.
+            let pending: Vec<_> = chunk
+                .iter()
+                .map(|p| (p, client.create(p, &[], &options)))
+                .collect();
+            for (path, created) in pending {
+                created.await.with_context(|| {
+                    format!("creating key znode {path} (is the run id fresh?)")
+                })?;
             }
-            self.state().keys =
-                KeyRotation::new(self.cfg.keys_at_once, self.cfg.ops_per_key, supply);
-            tracing::debug!(root = %self.root, keys = supply, "register keys created");
-            Ok(())
-        })
+        }
+        self.state().keys =
+            KeyRotation::new(self.cfg.keys_at_once, self.cfg.ops_per_key, supply);
+        tracing::debug!(root = %self.root, keys = supply, "register keys created");
+        Ok(())
     }
 
     fn next_op(&self, _process: u64) -> Option<OpSpec> {
@@ -286,27 +262,21 @@ impl Workload for Register {
         })
     }
 
-    fn invoke<'a>(
-        &'a self,
-        client: &'a Client,
-        op: &'a OpSpec,
-    ) -> BoxFuture<'a, Result<Completion, Error>> {
-        Box::pin(async move {
-            let path = self.path(
-                op.key
-                    .as_deref()
-                    .ok_or(Error::BadArguments(&"register ops need a key"))?,
-            );
-            match op.f {
-                "read" => {
-                    self.read(client, &path, self.cfg.sync_reads || op.is_final)
-                        .await
-                }
-                "write" => self.write(client, &path, &op.value).await,
-                "cas" => self.cas(client, &path, &op.value).await,
-                _ => Err(Error::BadArguments(&"unknown register operation")),
+    async fn invoke(&self, client: &Client, op: &OpSpec) -> Result<Completion, Error> {
+        let path = self.path(
+            op.key
+                .as_deref()
+                .ok_or(Error::BadArguments(&"register ops need a key"))?,
+        );
+        match op.f {
+            "read" => {
+                self.read(client, &path, self.cfg.sync_reads || op.is_final)
+                    .await
             }
-        })
+            "write" => self.write(client, &path, &op.value).await,
+            "cas" => self.cas(client, &path, &op.value).await,
+            _ => Err(Error::BadArguments(&"unknown register operation")),
+        }
     }
 
     fn completed(&self, _process: u64, op: &OpSpec, result: &Result<Completion, OpError>) {

@@ -7,16 +7,15 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::{run, GeneratorConfig, RunSummary};
+use async_trait::async_trait;
+
+use super::{Register, RegisterConfig};
 use crate::client::test_server::{KillServer, ZkServer};
-use crate::client::NodeEndpoint;
-use crate::client::{ClientOptions, OpError};
+use crate::client::{ClientOptions, Connect, NodeEndpoint, OpError};
 use crate::config::Duration;
+use crate::generator::{run, Completion, GeneratorConfig, OpSpec, Operations, RunSummary, Target};
 use crate::history::{Op, OpType, Process, Recorder};
-use crate::nemesis::{BoxFuture, Nemesis};
-use crate::workload::{
-    BoxFuture as WorkloadFuture, Completion, OpSpec, Register, RegisterConfig, Workload,
-};
+use crate::nemesis::Nemesis;
 
 fn ms(n: u64) -> Duration {
     Duration(std::time::Duration::from_millis(n))
@@ -30,58 +29,73 @@ struct RecordingNemesis {
     active: AtomicBool,
 }
 
+#[async_trait::async_trait]
 impl Nemesis for RecordingNemesis {
     fn kind(&self) -> &str {
         "partition"
     }
-    fn start(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            let n = self.starts.fetch_add(1, Ordering::SeqCst) + 1;
-            self.active.store(true, Ordering::SeqCst);
-            Ok(json!({ "start": n }))
-        })
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        let n = self.starts.fetch_add(1, Ordering::SeqCst) + 1;
+        self.active.store(true, Ordering::SeqCst);
+        Ok(json!({ "start": n }))
     }
-    fn stop(&self) -> BoxFuture<'_, anyhow::Result<serde_json::Value>> {
-        Box::pin(async move {
-            self.stops.fetch_add(1, Ordering::SeqCst);
-            self.active.store(false, Ordering::SeqCst);
-            Ok(json!("healed"))
-        })
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        self.stops.fetch_add(1, Ordering::SeqCst);
+        self.active.store(false, Ordering::SeqCst);
+        Ok(json!("healed"))
     }
 }
 
-fn register_config(op_timeout_ms: u64) -> RegisterConfig {
+fn register_config() -> RegisterConfig {
     RegisterConfig {
         keys_at_once: 3,
         ops_per_key: 40,
         sync_reads: true,
         // The default mix: read, write and cas alike.
-        op_timeout: ms(op_timeout_ms),
-        session_timeout: ms(4000),
         ..RegisterConfig::default()
+    }
+}
+
+/// Node-bound sessions of 4 s whose requests time out after `op_timeout_ms`.
+fn options(op_timeout_ms: u64) -> ClientOptions {
+    ClientOptions {
+        connect: Connect::Node,
+        op_timeout: std::time::Duration::from_millis(op_timeout_ms),
+        session_timeout: std::time::Duration::from_millis(4000),
+    }
+}
+
+/// A run of `run_id` against `endpoint` with `nemeses`, recording into `recorder`.
+fn target(
+    run_id: &str,
+    endpoint: NodeEndpoint,
+    nemeses: Vec<Arc<dyn Nemesis>>,
+    recorder: &Arc<Recorder>,
+    cancel: watch::Receiver<bool>,
+) -> Target {
+    Target {
+        run_id: run_id.to_string(),
+        endpoints: vec![endpoint],
+        nemeses,
+        recorder: recorder.clone(),
+        cancel,
     }
 }
 
 async fn run_against(
     endpoint: NodeEndpoint,
-    register: RegisterConfig,
+    options: ClientOptions,
     generator: GeneratorConfig,
     nemesis: Arc<dyn Nemesis>,
     run_id: &str,
 ) -> (RunSummary, Vec<Op>) {
     let recorder = Arc::new(Recorder::in_memory());
-    let workload = Arc::new(Register::new(register, run_id, 42).unwrap());
+    let workload = Arc::new(Register::new(register_config(), run_id, 42).unwrap());
     let (_cancel_tx, cancel) = watch::channel(false);
-    let summary = run(
-        &generator,
-        workload,
-        vec![endpoint],
-        vec![nemesis],
-        recorder.clone(),
-        cancel,
-    )
-    .await
-    .expect("run");
+    let target = target(run_id, endpoint, vec![nemesis], &recorder, cancel);
+    let summary = run(&generator, workload, options, target)
+        .await
+        .expect("run");
     (summary, recorder.ops())
 }
 
@@ -103,27 +117,21 @@ struct PanicsAfter {
     left: AtomicU32,
 }
 
-impl Workload for PanicsAfter {
-    fn client_options(&self) -> ClientOptions {
-        self.inner.client_options()
-    }
-    fn setup<'a>(
-        &'a self,
-        client: &'a zookeeper_client::Client,
-        max_ops: u64,
-    ) -> WorkloadFuture<'a, anyhow::Result<()>> {
-        self.inner.setup(client, max_ops)
+#[async_trait]
+impl Operations for PanicsAfter {
+    async fn setup(&self, client: &zookeeper_client::Client, max_ops: u64) -> anyhow::Result<()> {
+        self.inner.setup(client, max_ops).await
     }
     fn next_op(&self, process: u64) -> Option<OpSpec> {
         assert!(self.left.fetch_sub(1, Ordering::SeqCst) > 1, "workload bug");
         self.inner.next_op(process)
     }
-    fn invoke<'a>(
-        &'a self,
-        client: &'a zookeeper_client::Client,
-        op: &'a OpSpec,
-    ) -> WorkloadFuture<'a, Result<Completion, zookeeper_client::Error>> {
-        self.inner.invoke(client, op)
+    async fn invoke(
+        &self,
+        client: &zookeeper_client::Client,
+        op: &OpSpec,
+    ) -> Result<Completion, zookeeper_client::Error> {
+        self.inner.invoke(client, op).await
     }
     fn completed(&self, process: u64, op: &OpSpec, result: &Result<Completion, OpError>) {
         self.inner.completed(process, op, result)
@@ -274,7 +282,7 @@ async fn register_run_records_a_complete_history() {
     };
     let (summary, ops) = run_against(
         server.endpoint(),
-        register_config(2000),
+        options(2000),
         generator,
         nemesis.clone(),
         "complete",
@@ -337,7 +345,7 @@ async fn killed_server_turns_ops_into_info_and_processes_are_replaced() {
     let endpoint = server.lock().unwrap().endpoint();
     let (summary, ops) = run_against(
         endpoint,
-        register_config(1000),
+        options(1000),
         generator,
         nemesis,
         "killed",
@@ -384,7 +392,7 @@ async fn cancelling_stops_issuing_and_heals() {
     let server = ZkServer::start();
     let nemesis = Arc::new(RecordingNemesis::default());
     let recorder = Arc::new(Recorder::in_memory());
-    let workload = Arc::new(Register::new(register_config(2000), "cancel", 1).unwrap());
+    let workload = Arc::new(Register::new(register_config(), "cancel", 1).unwrap());
     let (cancel_tx, cancel) = watch::channel(false);
     let watched = nemesis.clone();
     tokio::spawn(async move {
@@ -397,16 +405,10 @@ async fn cancelling_stops_issuing_and_heals() {
     });
     let started = std::time::Instant::now();
     let nemeses: Vec<Arc<dyn Nemesis>> = vec![nemesis.clone()];
-    let summary = run(
-        &long_generator(),
-        workload,
-        vec![server.endpoint()],
-        nemeses,
-        recorder.clone(),
-        cancel,
-    )
-    .await
-    .unwrap();
+    let target = target("cancel", server.endpoint(), nemeses, &recorder, cancel);
+    let summary = run(&long_generator(), workload, options(2000), target)
+        .await
+        .unwrap();
     assert!(
         started.elapsed() < std::time::Duration::from_secs(20),
         "cancel took {:?}",
@@ -436,22 +438,15 @@ async fn a_failing_workload_still_heals() {
     let server = ZkServer::start();
     let nemesis = Arc::new(RecordingNemesis::default());
     let recorder = Arc::new(Recorder::in_memory());
-    let inner = Register::new(register_config(2000), "panics", 1).unwrap();
+    let inner = Register::new(register_config(), "panics", 1).unwrap();
     let workload = Arc::new(PanicsAfter {
         inner,
         left: AtomicU32::new(40),
     });
     let (_cancel_tx, cancel) = watch::channel(false);
     let nemeses: Vec<Arc<dyn Nemesis>> = vec![nemesis.clone()];
-    let result = run(
-        &long_generator(),
-        workload,
-        vec![server.endpoint()],
-        nemeses,
-        recorder.clone(),
-        cancel,
-    )
-    .await;
+    let target = target("panics", server.endpoint(), nemeses, &recorder, cancel);
+    let result = run(&long_generator(), workload, options(2000), target).await;
     let err = result.expect_err("a panicking workload fails the run");
     assert!(format!("{err:#}").contains("workload bug"), "{err:#}");
     assert_eq!(nemesis.starts.load(Ordering::SeqCst), 1);
@@ -475,18 +470,12 @@ async fn dropping_the_run_heals_in_the_background() {
     let server = ZkServer::start();
     let nemesis = Arc::new(RecordingNemesis::default());
     let recorder = Arc::new(Recorder::in_memory());
-    let workload = Arc::new(Register::new(register_config(2000), "dropped", 1).unwrap());
+    let workload = Arc::new(Register::new(register_config(), "dropped", 1).unwrap());
     let (_cancel_tx, cancel) = watch::channel(false);
     let nemeses: Vec<Arc<dyn Nemesis>> = vec![nemesis.clone()];
     let generator = long_generator();
-    let running = run(
-        &generator,
-        workload,
-        vec![server.endpoint()],
-        nemeses,
-        recorder,
-        cancel,
-    );
+    let target = target("dropped", server.endpoint(), nemeses, &recorder, cancel);
+    let running = run(&generator, workload, options(2000), target);
     let fault_active = async {
         while !nemesis.active.load(Ordering::SeqCst) {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;

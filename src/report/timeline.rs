@@ -3,9 +3,9 @@
 //! One lane per process (the nemesis on top), a bar per operation from its invocation to its
 //! completion coloured by outcome (`ok`, `fail`, `info`, or never completed), the ops of a
 //! counterexample outlined and listed below the chart, and nemesis faults shaded across all
-//! lanes from the completion of a `start-<kind>` op to the completion of the matching
-//! `stop-<kind>` op. A history longer than [`MAX_ENTRIES`] is cut to a window of that many
-//! entries (around the marked ops if any, else from the start), with a note saying so.
+//! lanes while they were in effect (by [`crate::history::fault_intervals`], in the plots'
+//! colours). A history longer than [`MAX_ENTRIES`] is cut to a window of that many entries
+//! (around the marked ops if any, else from the start), with a note saying so.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -13,23 +13,15 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::history::{Op, OpType, Process};
+use super::html::escape;
+use super::style::{fault_css, BAND_OPACITY};
+use crate::history::{fault_intervals, FaultInterval, Op, OpType, Process};
 
 /// The most history entries (invocations plus completions) one timeline shows.
 pub const MAX_ENTRIES: usize = 2000;
 
 /// Width of the lane labels, in pixels.
 const LABEL_PX: u32 = 90;
-
-/// Fill colours of the nemesis kinds the harness knows; others take `OTHER_FAULTS` in turn.
-const FAULT_COLOURS: [(&str, &str); 5] = [
-    ("partition", "#7e57c2"),
-    ("kill", "#e53935"),
-    ("pause", "#1e88e5"),
-    ("clock", "#00897b"),
-    ("packet", "#8d6e63"),
-];
-const OTHER_FAULTS: [&str; 3] = ["#c0ca33", "#d81b60", "#546e7a"];
 
 /// Renders a timeline of `ops` with the ops whose index is in `marked` outlined.
 pub fn render(ops: &[Op], marked: &[u64], title: &str) -> String {
@@ -89,8 +81,9 @@ pub fn render(ops: &[Op], marked: &[u64], title: &str) -> String {
     axis(&mut html, t0, t1);
     let _ = writeln!(html, "<div class=\"lanes\"><div class=\"faults\">");
     for fault in &faults {
-        let (from, to) = (fault.from.max(t0), fault.to.unwrap_or(t1).min(t1));
-        if from > to || (from == to && fault.to.is_some()) {
+        let (from, to) = (fault.start.max(t0), fault.end.min(t1));
+        let to = if fault.healed { to } else { t1 };
+        if from > to || (from == to && fault.healed) {
             continue;
         }
         let _ = writeln!(
@@ -101,8 +94,12 @@ pub fn render(ops: &[Op], marked: &[u64], title: &str) -> String {
             x(to) - x(from),
             colours[fault.kind.as_str()],
             escape(&fault.kind),
-            seconds(fault.from),
-            fault.to.map_or("the end".to_string(), seconds)
+            seconds(fault.start),
+            if fault.healed {
+                seconds(fault.end)
+            } else {
+                "the end".to_string()
+            }
         );
     }
     let _ = writeln!(html, "</div>");
@@ -310,75 +307,15 @@ fn bars<'a>(ops: &'a [Op], window: &Window, marked: &[u64]) -> Vec<Bar<'a>> {
     bars
 }
 
-/// A nemesis fault: active from a `start-<kind>` completion to the matching `stop-<kind>`
-/// completion (or the end of the history).
-struct Fault {
-    kind: String,
-    from: u64,
-    to: Option<u64>,
-}
-
-/// The faults of a history. Consecutive starts (or stops) of one kind count once, at the last
-/// of them, so that Jepsen's habit of logging a nemesis invocation as `info` is harmless.
-fn fault_intervals(ops: &[Op]) -> Vec<Fault> {
-    let mut faults: Vec<Fault> = Vec::new();
-    // Per kind: the index in `faults` of its latest interval, and whether it is still open.
-    let mut latest: HashMap<&str, (usize, bool)> = HashMap::new();
-    for op in ops {
-        if op.process != Process::NEMESIS || op.kind == OpType::Invoke {
-            continue;
-        }
-        let (starting, kind) = if let Some(kind) = op.f.strip_prefix("start-") {
-            (true, kind)
-        } else if let Some(kind) = op.f.strip_prefix("stop-") {
-            (false, kind)
-        } else {
-            match op.f.as_str() {
-                "start" => (true, "nemesis"),
-                "stop" => (false, "nemesis"),
-                _ => continue,
-            }
-        };
-        match (starting, latest.get(kind).copied()) {
-            (true, Some((i, true))) => faults[i].from = op.time,
-            (true, _) => {
-                latest.insert(kind, (faults.len(), true));
-                faults.push(Fault {
-                    kind: kind.to_string(),
-                    from: op.time,
-                    to: None,
-                });
-            }
-            (false, Some((i, _))) => {
-                faults[i].to = Some(op.time);
-                latest.insert(kind, (i, false));
-            }
-            (false, None) => {}
-        }
-    }
+/// The colour of each fault kind in `faults` (from the plots' table).
+fn fault_colours(faults: &[FaultInterval]) -> BTreeMap<&str, String> {
     faults
+        .iter()
+        .map(|fault| (fault.kind.as_str(), fault_css(&fault.kind)))
+        .collect()
 }
 
-/// A colour per fault kind.
-fn fault_colours(faults: &[Fault]) -> BTreeMap<&str, &'static str> {
-    let mut colours = BTreeMap::new();
-    let mut others = OTHER_FAULTS.iter().cycle();
-    for fault in faults {
-        let kind = fault.kind.as_str();
-        if colours.contains_key(kind) {
-            continue;
-        }
-        let colour = FAULT_COLOURS
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map(|(_, c)| *c)
-            .unwrap_or_else(|| others.next().expect("cycle never ends"));
-        colours.insert(kind, colour);
-    }
-    colours
-}
-
-fn legend(html: &mut String, colours: &BTreeMap<&str, &str>) {
+fn legend(html: &mut String, colours: &BTreeMap<&str, String>) {
     html.push_str("<div class=\"legend\">");
     for (class, text) in [
         ("ok", "ok"),
@@ -480,23 +417,6 @@ fn seconds(ns: u64) -> String {
     format!("{}.{:06} s", ns / 1_000_000_000, ns % 1_000_000_000 / 1_000)
 }
 
-/// Escapes text for HTML content and attribute values.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\n' => out.push_str("&#10;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn css() -> String {
     format!(
         "body{{font:13px system-ui,sans-serif;margin:16px;color:#212121}}\
@@ -513,7 +433,7 @@ fn css() -> String {
          .lanes{{position:relative}}\
          .faults{{position:absolute;left:{LABEL_PX}px;right:0;top:0;bottom:0;\
          pointer-events:none}}\
-         .fault{{position:absolute;top:0;bottom:0;opacity:.18}}\
+         .fault{{position:absolute;top:0;bottom:0;opacity:{BAND_OPACITY}}}\
          .lane{{display:flex;height:22px;border-bottom:1px solid #eee}}\
          .label{{width:{LABEL_PX}px;flex:none;font-size:11px;line-height:22px;color:#333}}\
          .track{{position:relative;flex:1}}\
@@ -531,22 +451,11 @@ fn css() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::testing;
     use serde_json::{json, Value};
 
     fn op(index: u64, time: u64, kind: OpType, process: Process, f: &str, value: Value) -> Op {
-        Op {
-            index,
-            time,
-            kind,
-            process,
-            f: f.to_string(),
-            value,
-            key: None,
-            node: None,
-            error: None,
-            zxid: None,
-            version: None,
-        }
+        testing::op(index, time, kind, process, f).with_value(value)
     }
 
     /// A register history with a partition: process 0 writes, process 1 times out.
@@ -590,33 +499,6 @@ mod tests {
         );
         assert!(html.contains("<h2>Marked operations</h2>"));
         assert!(!html.contains("<script") && !html.contains("http"));
-    }
-
-    #[test]
-    fn fault_intervals_pair_starts_and_stops_per_kind() {
-        use OpType::*;
-        let n = Process::NEMESIS;
-        // Jepsen logs nemesis invocations as info too: repeated starts count at the last.
-        let ops = vec![
-            op(0, 10, Info, n, "start-kill", Value::Null),
-            op(1, 20, Info, n, "start-kill", json!("killed")),
-            op(2, 25, Info, n, "start-pause", Value::Null),
-            op(3, 30, Info, n, "stop-kill", Value::Null),
-            op(4, 40, Info, n, "stop-kill", json!("restarted")),
-            op(5, 50, Info, n, "start-kill", Value::Null),
-        ];
-        let faults: Vec<(String, u64, Option<u64>)> = fault_intervals(&ops)
-            .into_iter()
-            .map(|f| (f.kind, f.from, f.to))
-            .collect();
-        assert_eq!(
-            faults,
-            vec![
-                ("kill".to_string(), 20, Some(40)),
-                ("pause".to_string(), 25, None),
-                ("kill".to_string(), 50, None),
-            ]
-        );
     }
 
     #[test]

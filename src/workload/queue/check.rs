@@ -364,45 +364,45 @@ fn reordered(values: &BTreeMap<u64, ValueOps<'_>>) -> Vec<Reordered> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checker::testing::{history, Line};
+    use crate::history::testing::{complete, history, invoke};
 
-    fn enq(p: u64, v: u64) -> Line {
-        Line::invoke(p, ENQUEUE, &v.to_string())
+    fn enq(p: u64, v: u64) -> Op {
+        invoke(p, ENQUEUE, &v.to_string())
     }
 
-    fn enq_done(p: u64, kind: &str, v: u64) -> Line {
-        Line::complete(p, kind, ENQUEUE, &v.to_string())
+    fn enq_done(p: u64, kind: &str, v: u64) -> Op {
+        complete(p, kind, ENQUEUE, &v.to_string())
     }
 
-    fn deq(p: u64) -> Line {
-        Line::invoke(p, DEQUEUE, "null")
+    fn deq(p: u64) -> Op {
+        invoke(p, DEQUEUE, "null")
     }
 
-    fn took(p: u64, v: u64) -> Line {
-        Line::complete(p, "ok", DEQUEUE, &v.to_string())
+    fn took(p: u64, v: u64) -> Op {
+        complete(p, "ok", DEQUEUE, &v.to_string())
     }
 
-    fn empty(p: u64) -> Line {
-        Line::complete(p, "fail", DEQUEUE, "null").error(EMPTY)
+    fn empty(p: u64) -> Op {
+        complete(p, "fail", DEQUEUE, "null").with_error(EMPTY)
     }
 
-    fn lost_answer(p: u64, v: Option<u64>) -> Line {
+    fn lost_answer(p: u64, v: Option<u64>) -> Op {
         let value = v.map_or("null".to_string(), |v| v.to_string());
-        Line::complete(p, "info", DEQUEUE, &value).error("connection-loss")
+        complete(p, "info", DEQUEUE, &value).with_error("connection-loss")
     }
 
     /// Process `p` enqueues `v`, acknowledged.
-    fn acked(p: u64, v: u64) -> Vec<Line> {
+    fn acked(p: u64, v: u64) -> Vec<Op> {
         vec![enq(p, v), enq_done(p, "ok", v)]
     }
 
     /// Process `p` dequeues `v`.
-    fn taken(p: u64, v: u64) -> Vec<Line> {
+    fn taken(p: u64, v: u64) -> Vec<Op> {
         vec![deq(p), took(p, v)]
     }
 
     /// Process `p` finds the queue empty.
-    fn emptied(p: u64) -> Vec<Line> {
+    fn emptied(p: u64) -> Vec<Op> {
         vec![deq(p), empty(p)]
     }
 
@@ -414,7 +414,7 @@ mod tests {
         }
     }
 
-    fn check(parts: &[Vec<Line>]) -> QueueReport {
+    fn check(parts: &[Vec<Op>]) -> QueueReport {
         check_queue(&history(&parts.concat())).unwrap()
     }
 
@@ -533,10 +533,10 @@ mod tests {
             acked(1, 0),
             vec![deq(2), lost_answer(2, Some(0))],
             // 1's enqueue answer was lost but it went in: taking it is no phantom.
-            vec![enq(1, 1), Line::complete(1, "info", ENQUEUE, "1")],
+            vec![enq(1, 1), complete(1, "info", ENQUEUE, "1")],
             taken(3, 1),
             // 2's enqueue answer was lost and nobody took it: nothing is required of it.
-            vec![enq(4, 2), Line::complete(4, "info", ENQUEUE, "2")],
+            vec![enq(4, 2), complete(4, "info", ENQUEUE, "2")],
             // A lost answer with no delete in flight names no value.
             vec![deq(5), lost_answer(5, None)],
             emptied(3),
@@ -579,7 +579,7 @@ mod tests {
 
     #[test]
     fn other_failures_are_not_empty_queues() {
-        let refused = Line::complete(2, "fail", DEQUEUE, "null").error("no-node");
+        let refused = complete(2, "fail", DEQUEUE, "null").with_error("no-node");
         let r = check(&[acked(1, 7), vec![deq(2), refused]]);
         assert!(r.valid && !r.drained, "{r:?}");
         assert_eq!((r.dequeue_fail, r.dequeue_empty), (1, 0));
@@ -590,7 +590,7 @@ mod tests {
         let twice = history(&[acked(1, 1), vec![enq(1, 1)]].concat());
         let e = check_queue(&twice).unwrap_err().to_string();
         assert!(e.starts_with("op 2: value 1 enqueued again"), "{e}");
-        let text = history(&[Line::invoke(1, ENQUEUE, "\"x\"")]);
+        let text = history(&[invoke(1, ENQUEUE, "\"x\"")]);
         let e = check_queue(&text).unwrap_err().to_string();
         assert!(e.starts_with("op 0: enqueue value \"x\""), "{e}");
         let orphan = history(&[took(1, 1)]);

@@ -23,8 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use crate::history::{Op, OpType, Process, ABANDONED};
-use crate::report::nemesis_intervals;
+use crate::history::{fault_intervals, Op, OpType, Process, ABANDONED};
 
 /// A process that passed `enter` before enough processes had arrived.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -194,7 +193,7 @@ pub fn check_barrier(ops: &[Op], threshold: u64) -> BarrierReport {
         early_enters.extend(early_enters_of(round, calls, threshold));
         early_leaves.extend(early_leaves_of(round, calls));
     }
-    let last_heal = nemesis_intervals(ops).iter().map(|f| f.end).max();
+    let last_heal = fault_intervals(ops).iter().map(|f| f.end).max();
     let stalled_rounds: Vec<StalledRound> = rounds
         .iter()
         .filter_map(|(&round, calls)| {
@@ -357,7 +356,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::report::test_history::op;
+    use crate::history::testing::op;
     use OpType::{Info, Invoke, Ok as Done};
 
     /// `(time_ms, kind, process, f, round)`; process `None` is the nemesis (round ignored).
@@ -366,11 +365,11 @@ mod tests {
     fn history(lines: &[Line]) -> Vec<Op> {
         let line = |(i, &(ms, kind, process, f, round)): (usize, &Line)| {
             let who = process.map_or(Process::NEMESIS, Process::Client);
-            let mut op = op(i as u64, ms * 1_000_000, kind, who, f);
-            if process.is_some() {
-                op.value = json!(round);
+            let op = op(i as u64, ms * 1_000_000, kind, who, f);
+            match process {
+                Some(_) => op.with_value(json!(round)),
+                None => op,
             }
-            op
         };
         lines.iter().enumerate().map(line).collect()
     }
@@ -504,15 +503,15 @@ mod tests {
             (95, Invoke, Some(4), "enter", 3),
         ]);
         let mut ops = history(&lines);
-        let mut abandoned = op(
+        let abandoned = op(
             ops.len() as u64,
             99_000_000,
             Info,
             Process::Client(4),
             "enter",
-        );
-        abandoned.value = json!(3);
-        abandoned.error = Some(format!("{ABANDONED}: the run ended"));
+        )
+        .with_value(json!(3))
+        .with_error(&format!("{ABANDONED}: the run ended"));
         ops.push(abandoned);
         let report = check_barrier(&ops, 2);
         assert!(report.valid, "{report:?}");

@@ -4,10 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::TestConfig;
 use crate::history::Quantiles;
 use crate::report::recipes::{LatencyKind, LoadFigures, RecipeFigures};
-use crate::workload::WorkloadKind;
 
 /// The figures of one run; all empty for a run that measured none (a register run, or a
 /// recipe run that stopped before its summary).
@@ -41,28 +39,14 @@ pub struct ServerFigures {
 }
 
 impl Figures {
-    /// The figures held by a run's checker reports (`checks`: `run` is the recipe run's
-    /// summary, `election` the election checker's report) and its configuration.
-    pub fn derive(checks: &Map<String, Value>, config: Option<&TestConfig>) -> Figures {
+    /// The figures of a recipe run (`recipe`: its workload name, e.g. `lock-sequential`,
+    /// with `contenders` at once) held by its checkers' reports: `run` is the run's summary
+    /// (latencies, herd counts, the servers' counts), `election` the election checker's
+    /// report (failover times).
+    pub fn of_recipe(checks: &Map<String, Value>, recipe: &str, contenders: u64) -> Figures {
         let null = Value::Null;
         let at = |key: &str| checks.get(key).unwrap_or(&null);
         let run = at("run");
-        let kind = config
-            .map(|c| c.workload.workload)
-            .filter(|w| matches!(w, WorkloadKind::Lock | WorkloadKind::Election))
-            .or_else(|| checks.contains_key("lock").then_some(WorkloadKind::Lock))
-            .or_else(|| {
-                checks
-                    .contains_key("election")
-                    .then_some(WorkloadKind::Election)
-            });
-        let Some(kind) = kind else {
-            return Figures::default();
-        };
-        let recipe = run["recipe"]
-            .as_str()
-            .map(str::to_string)
-            .or_else(|| config.map(|c| configured_recipe(c, kind)));
         let load = |what: &str| {
             Some(LoadFigures {
                 mean: run["herd"][format!("{what}_mean")].as_f64()?,
@@ -77,8 +61,8 @@ impl Figures {
             })
         };
         Figures {
-            recipe,
-            contenders: config.map(|c| c.workload.generator.concurrency as u64),
+            recipe: Some(run["recipe"].as_str().unwrap_or(recipe).to_string()),
+            contenders: Some(contenders),
             acquire: quantiles(&run["latency"]["acquire"]),
             handoff: quantiles(&run["latency"]["handoff"]),
             failover: quantiles(&at("election")["failover"]),
@@ -108,14 +92,6 @@ impl Figures {
             requests: self.requests,
             server_notifications: self.server.map(|s| s.notifications_per_release),
         })
-    }
-}
-
-/// The recipe a lock or election configuration names, as a workload name.
-fn configured_recipe(config: &TestConfig, kind: WorkloadKind) -> String {
-    match kind {
-        WorkloadKind::Lock => config.workload.lock.recipe.workload_name().to_string(),
-        _ => config.workload.election.recipe.workload_name().to_string(),
     }
 }
 

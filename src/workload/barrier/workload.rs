@@ -1,0 +1,70 @@
+//! The barrier workload as the registry runs it: every process slot goes through rounds of
+//! the double barrier under the nemesis schedule; judged by [`super::check`].
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::check::check_barrier;
+use super::BarrierConfig;
+use super::driver::run_processes;
+use crate::generator::{self, GeneratorConfig, Target};
+use crate::history::Op;
+use crate::workload::{
+    into_map, validity, Entry, Judged, Ran, Section, Settings, Workload,
+};
+
+/// The registry's entry.
+pub const ENTRY: Entry = Entry {
+    name: "barrier",
+    build: |file| Ok(Box::new(BarrierWorkload(Settings::read(file)?))),
+};
+
+/// The barrier workload of one workload file.
+pub struct BarrierWorkload(Settings<BarrierConfig>);
+
+impl Section for BarrierConfig {
+    fn check(&self, generator: &GeneratorConfig) -> Result<(), String> {
+        self.validate(generator.concurrency)
+    }
+}
+
+#[async_trait]
+impl Workload for BarrierWorkload {
+    fn settings(&self) -> Value {
+        self.0.own_json()
+    }
+
+    async fn run(&self, target: Target) -> anyhow::Result<Ran> {
+        let options = self.0.session.client_options();
+        let (generator, own) = (&self.0.generator, &self.0.own);
+        let summary = generator::drive(generator, own, options, target, run_processes).await?;
+        Ok(Ran {
+            heal_failures: summary.heal_failures.clone(),
+            summary: Some(serde_json::to_value(&summary)?),
+            releases: None,
+        })
+    }
+
+    /// Nobody passed `enter` or `leave` early, and which rounds stalled after the last fault
+    /// was healed; the early passes are outlined on the timeline.
+    fn judge(&self, ops: &[Op], run: Option<Value>) -> anyhow::Result<Judged> {
+        let threshold = self.0.own.threshold_for(self.0.generator.concurrency) as u64;
+        let barrier = check_barrier(ops, threshold);
+        let line = format!(
+            "barrier: {} early enters, {} early leaves in {} rounds ({} completed, threshold {}), {} gave up, {} stalled after the last heal",
+            barrier.early_enters.len(),
+            barrier.early_leaves.len(),
+            barrier.rounds,
+            barrier.rounds_completed,
+            barrier.threshold,
+            barrier.gave_up,
+            barrier.stalled,
+        );
+        Ok(Judged {
+            valid: validity(barrier.valid),
+            marked: barrier.marked_ops(),
+            checks: into_map(json!({ "barrier": barrier, "run": run })),
+            line,
+        })
+    }
+}

@@ -1,0 +1,85 @@
+//! The election workloads as the registry runs them: candidates under the nemesis schedule;
+//! judged for one leader at a time, the office never empty for long after the heal, and
+//! failover times.
+
+use anyhow::Context;
+use async_trait::async_trait;
+use serde_json::{json, Map, Value};
+
+use super::ElectionConfig;
+use crate::checker::election::check_election;
+use crate::checker::liveness;
+use super::driver::Candidates;
+use crate::workload::rounds;
+use crate::generator::{self, GeneratorConfig, Target};
+use crate::history::Op;
+use crate::workload::{
+    into_map, liveness_summary, validity, Entry, Figures, Judged, Ran, Section, Settings, Workload,
+
+};
+
+/// The registry's entry.
+pub const ENTRY: Entry = Entry {
+    name: "election",
+    build: |file| Ok(Box::new(ElectionWorkload(Settings::read(file)?))),
+};
+
+/// An election workload of one workload file.
+pub struct ElectionWorkload(Settings<ElectionConfig>);
+
+impl Section for ElectionConfig {
+    fn check(&self, _generator: &GeneratorConfig) -> Result<(), String> {
+        self.validate()
+    }
+}
+
+#[async_trait]
+impl Workload for ElectionWorkload {
+    fn settings(&self) -> Value {
+        self.0.own_json()
+    }
+
+    fn holder_op(&self) -> Option<&'static str> {
+        Some("lead")
+    }
+
+    async fn run(&self, target: Target) -> anyhow::Result<Ran> {
+        let options = self.0.session.client_options();
+        let (generator, own) = (&self.0.generator, &self.0.own);
+        let summary = generator::drive(generator, own, options, target, rounds::drive::<Candidates>).await?;
+        Ok(Ran {
+            heal_failures: summary.heal_failures.clone(),
+            releases: Some(summary.herd.releases),
+            summary: Some(serde_json::to_value(&summary)?),
+        })
+    }
+
+    /// Never two leaders in office at once, never an empty office for long once the faults
+    /// are healed; time without a leader and failover times.
+    fn judge(&self, ops: &[Op], run: Option<Value>) -> anyhow::Result<Judged> {
+        let election = check_election(ops).context("checking the election")?;
+        let liveness = liveness::check_election(ops, self.0.session.liveness());
+        let line = format!(
+            "election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms; liveness: {}",
+            election.overlaps.len(),
+            election.terms,
+            election.terms_per_leader.len(),
+            election.leaderless_ns / 1_000_000,
+            election.longest_leaderless_ns / 1_000_000,
+            election.failover.p50_ms,
+            election.failover.max_ms,
+            liveness_summary(&liveness),
+        );
+        Ok(Judged {
+            valid: validity(election.valid && liveness.valid),
+            marked: Vec::new(),
+            checks: into_map(json!({ "election": election, "liveness": liveness, "run": run })),
+            line,
+        })
+    }
+
+    fn figures(&self, checks: &Map<String, Value>) -> Figures {
+        let contenders = self.0.generator.concurrency as u64;
+        Figures::of_recipe(checks, self.0.own.recipe.workload_name(), contenders)
+    }
+}

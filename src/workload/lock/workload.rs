@@ -1,0 +1,91 @@
+//! The lock workloads as the registry runs them: contenders under the nemesis schedule;
+//! judged for mutual exclusion, against the (fenced) mutex model, and for liveness after the
+//! heal.
+
+use anyhow::Context;
+use async_trait::async_trait;
+use serde_json::{json, Map, Value};
+
+use super::LockConfig;
+use crate::checker::liveness;
+use crate::checker::mutex_overlap::check_lock_history;
+use crate::checker::CheckOptions;
+use super::driver::Contenders;
+use crate::workload::rounds;
+use crate::generator::{self, GeneratorConfig, Target};
+use crate::history::Op;
+use crate::workload::{
+    counterexample_ops, into_map, liveness_summary, validity, Entry, Figures, Judged, Ran,
+    Section, Settings, Workload,
+};
+
+/// The registry's entry.
+pub const ENTRY: Entry = Entry {
+    name: "lock",
+    build: |file| Ok(Box::new(LockWorkload(Settings::read(file)?))),
+};
+
+/// A lock workload of one workload file.
+pub struct LockWorkload(Settings<LockConfig>);
+
+impl Section for LockConfig {
+    fn check(&self, _generator: &GeneratorConfig) -> Result<(), String> {
+        self.validate()
+    }
+}
+
+#[async_trait]
+impl Workload for LockWorkload {
+    fn settings(&self) -> Value {
+        self.0.own_json()
+    }
+
+    fn holder_op(&self) -> Option<&'static str> {
+        Some("hold")
+    }
+
+    fn sweeps_contenders(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, target: Target) -> anyhow::Result<Ran> {
+        let options = self.0.session.client_options();
+        let (generator, own) = (&self.0.generator, &self.0.own);
+        let summary = generator::drive(generator, own, options, target, rounds::drive::<Contenders>).await?;
+        Ok(Ran {
+            heal_failures: summary.heal_failures.clone(),
+            releases: Some(summary.herd.releases),
+            summary: Some(serde_json::to_value(&summary)?),
+        })
+    }
+
+    /// No overlapping critical sections, acquire/release linearizable against
+    /// `fenced-mutex` (when fenced) or `mutex`, and the lock never left free while contenders
+    /// wait once the faults are healed.
+    fn judge(&self, ops: &[Op], run: Option<Value>) -> anyhow::Result<Judged> {
+        let lock = check_lock_history(ops, self.0.own.fencing, &CheckOptions::default())
+            .context("checking the lock")?;
+        let liveness = liveness::check_lock(ops, self.0.session.liveness());
+        let me = &lock.mutual_exclusion;
+        let line = format!(
+            "mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}; liveness: {}",
+            me.overlaps.len(),
+            me.holds,
+            me.stale_steps_rejected,
+            lock.lock_model.model,
+            lock.lock_model.valid,
+            liveness_summary(&liveness),
+        );
+        Ok(Judged {
+            valid: lock.valid.and(validity(liveness.valid)),
+            marked: counterexample_ops(&lock.lock_model),
+            checks: into_map(json!({ "lock": lock, "liveness": liveness, "run": run })),
+            line,
+        })
+    }
+
+    fn figures(&self, checks: &Map<String, Value>) -> Figures {
+        let contenders = self.0.generator.concurrency as u64;
+        Figures::of_recipe(checks, self.0.own.recipe.workload_name(), contenders)
+    }
+}

@@ -1,0 +1,104 @@
+//! What the workloads' ZooKeeper-backed tests (`zk_tests`) share: short durations, session
+//! options, a server that a nemesis kills and restarts, and runs of a driver with and without
+//! faults that hand back the summary and the history.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::client::test_server::{KillServer, ZkServer};
+use crate::client::{ClientOptions, Connect, NodeEndpoint};
+use crate::generator::{DriverRun, GeneratorConfig, Target};
+use crate::history::{Op, Recorder};
+use crate::nemesis::Nemesis;
+
+/// `n` milliseconds, as a workload file writes a duration.
+pub fn ms(n: u64) -> crate::config::Duration {
+    crate::config::Duration(Duration::from_millis(n))
+}
+
+/// Node-bound sessions of `session_ms` whose requests time out after `op_ms`.
+pub fn options(op_ms: u64, session_ms: u64) -> ClientOptions {
+    ClientOptions {
+        connect: Connect::Node,
+        op_timeout: Duration::from_millis(op_ms),
+        session_timeout: Duration::from_millis(session_ms),
+    }
+}
+
+/// A generator of `concurrency` slots running for `time_limit` ms, starting a fault every
+/// `interval` ms that lasts `duration` ms.
+pub fn faulted(
+    concurrency: usize,
+    time_limit: u64,
+    interval: u64,
+    duration: u64,
+) -> GeneratorConfig {
+    GeneratorConfig {
+        concurrency,
+        time_limit: ms(time_limit),
+        nemesis_interval: ms(interval),
+        nemesis_duration: ms(duration),
+        ..GeneratorConfig::default()
+    }
+}
+
+/// A standalone server on loopback, its endpoint, and the nemesis that kills and restarts it.
+pub fn killable_server() -> (Arc<Mutex<ZkServer>>, NodeEndpoint, Arc<dyn Nemesis>) {
+    let server = Arc::new(Mutex::new(ZkServer::start()));
+    let endpoint = server.lock().unwrap().endpoint();
+    let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
+    (server, endpoint, kill)
+}
+
+/// Runs `run` (a workload's `stampede test` entry) as run `run_id` against `endpoints` under
+/// `nemeses`, recording into `recorder`; returns its summary.
+pub async fn run_faulted<S, F>(
+    run_id: &str,
+    endpoints: Vec<NodeEndpoint>,
+    nemeses: Vec<Arc<dyn Nemesis>>,
+    recorder: &Arc<Recorder>,
+    run: impl FnOnce(Target) -> F,
+) -> S
+where
+    F: Future<Output = anyhow::Result<S>>,
+{
+    let (_keep, cancel) = watch::channel(false);
+    let target = Target {
+        run_id: run_id.to_string(),
+        endpoints,
+        nemeses,
+        recorder: recorder.clone(),
+        cancel,
+    };
+    run(target).await.unwrap()
+}
+
+/// Runs `driver` over `cfg` with `slots` slots for `secs` seconds as run `run_id` against
+/// `endpoint`, without faults, its sessions of 4 s; returns its summary and history.
+pub async fn run_quiet<C, S, F>(
+    cfg: C,
+    slots: usize,
+    secs: u64,
+    run_id: &str,
+    endpoint: NodeEndpoint,
+    driver: impl FnOnce(DriverRun<C>, Arc<Recorder>, watch::Receiver<bool>) -> F,
+) -> (S, Vec<Op>)
+where
+    F: Future<Output = anyhow::Result<S>>,
+{
+    let recorder = Arc::new(Recorder::in_memory());
+    let (_keep, stop) = watch::channel(false);
+    let run = DriverRun {
+        cfg,
+        options: options(5000, 4000),
+        slots,
+        time_limit: Duration::from_secs(secs),
+        run_id: run_id.into(),
+        endpoints: vec![endpoint],
+    };
+    let summary = driver(run, recorder.clone(), stop).await.unwrap();
+    (summary, recorder.ops())
+}
