@@ -81,9 +81,9 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         folder: &test.folder,
         aborted: done.aborted.as_deref(),
         config: Some(&test.config),
+        replicas: Some(&done.replicas),
     };
     let verdict = super::verdict::judge(&judging, test.workload.as_ref(), &ops, done.summary)?;
-    let verdict = super::verdict::with_replicas(verdict, &done.replicas);
     if let Err(e) = test.workload.plots(&ops, test.folder.dir()) {
         eprintln!("warning: plots: {e:#}");
     }

@@ -34,6 +34,8 @@ pub struct Judging<'a> {
     /// The run's configuration (`None` for a folder without `test.yaml`: then whether faults
     /// were planned is read from the history's nemesis operations).
     pub config: Option<&'a TestConfig>,
+    /// The replicas compared after the run (`None` when they were not compared).
+    pub replicas: Option<&'a Replicas>,
 }
 
 /// Judges `ops` (the history of the run in `j.folder`) as `workload` says, with what every
@@ -49,11 +51,11 @@ pub fn judge(
     finish(j, workload, ops, judged)
 }
 
-/// Folds what every run is judged on into a checker's part: facts of lost state (any makes
-/// it invalid), the run's exposure to faults (a shortfall makes it at best unknown), the
-/// outcomes per function; writes `results.json` and `timeline.html` and forms the line:
-/// `verdict: <word> under <exposure>` (or `unknown (<why>)` when aborted or not exposed as
-/// planned), then `; <checker's part>; [LOST STATE: …; ]operations …`.
+/// Folds what every run is judged on into a checker's part: facts of lost state and replicas
+/// that diverged (either makes it invalid), the run's exposure to faults (a shortfall makes it
+/// at best unknown), the outcomes per function; writes `results.json` and `timeline.html` and
+/// forms the line: `verdict: <word> under <exposure>` (or `unknown (<why>)` when aborted or not
+/// exposed as planned), then `; <checker's part>; [LOST STATE: …; ]operations …[; replicas: …]`.
 fn finish(
     j: &Judging,
     workload: &dyn Workload,
@@ -64,7 +66,8 @@ fn finish(
     let planned_faults = j.config.map(|t| !t.nemesis.faults.is_empty());
     let exposure = exposure(ops, planned_faults);
     let operations = operation_counts(ops);
-    let found = if lost.valid {
+    let diverged = matches!(j.replicas, Some(Replicas::Diverged { .. }));
+    let found = if lost.valid && !diverged {
         checked.valid
     } else {
         Validity::Invalid
@@ -94,21 +97,29 @@ fn finish(
             lost.count, first.index, first.f, first.fact
         ),
     };
+    let replicas_part = match j.replicas {
+        None | Some(Replicas::NotJudged(_)) => String::new(),
+        Some(replicas) => format!("; {}", replicas.describe()),
+    };
     let line = format!(
-        "verdict: {word}; {}; {lost_part}{}",
+        "verdict: {word}; {}; {lost_part}{}{replicas_part}",
         checked.line,
         operations_summary(&operations)
     );
+    let mut checks = checked.checks;
+    if let Some(replicas) = j.replicas {
+        checks.insert("replicas".into(), serde_json::to_value(replicas)?);
+    }
     let results = Results {
         schema: SCHEMA,
         valid,
         verdict_line: Some(line.clone()),
         aborted: j.aborted.map(str::to_string),
-        figures: workload.figures(&checked.checks),
+        figures: workload.figures(&checks),
         exposure: Some(exposure),
         lost: Some(lost),
         operations,
-        checks: checked.checks,
+        checks,
     };
     j.folder.write_results(&results)?;
     timeline::write(
@@ -172,20 +183,23 @@ fn operations_summary(counts: &BTreeMap<String, Counts>) -> String {
 }
 
 /// Judges the stored run in `dir` again, exactly as the run itself did (a run that was aborted
-/// stays aborted), rewriting its `results.json`, `timeline.html` and plots (a run whose
+/// stays aborted, replicas that diverged stay diverged), rewriting its `results.json`, `timeline.html` and plots (a run whose
 /// controller was killed gets them here for the first time).
 pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
     let folder = RunFolder::open(dir);
     let (ops, _) = formats::read(&folder.history_path(), Format::Jsonl)?;
-    let previous_results = folder.read_results().ok().flatten();
+    let mut previous_results = folder.read_results().ok().flatten();
     let aborted = previous_results.as_ref().and_then(|r| r.aborted.clone());
+    let mut kept = |check: &str| previous_results.as_mut()?.checks.remove(check);
+    let summary = kept("run");
+    let replicas: Option<Replicas> = kept("replicas").and_then(|r| serde_json::from_value(r).ok());
     let test = folder.read_config()?;
     let j = Judging {
         folder: &folder,
         aborted: aborted.as_deref(),
         config: test.as_ref(),
+        replicas: replicas.as_ref(),
     };
-    let summary = previous_results.and_then(|mut r| r.checks.remove("run"));
     // A folder without test.yaml (a history copied by hand) is judged as the default
     // workload with its default settings.
     let file = match &test {
@@ -199,74 +213,71 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
     Ok(verdict)
 }
 
-/// `verdict` with the replicas' comparison added (when judged): replicas that diverged
-/// make any run INVALID.
-pub fn with_replicas(verdict: Verdict, replicas: &Replicas) -> Verdict {
-    match replicas {
-        Replicas::NotJudged(_) => verdict,
-        Replicas::Converged { .. } => Verdict {
-            line: format!("{}; {}", verdict.line, replicas.describe()),
-            ..verdict
-        },
-        Replicas::Diverged { .. } => {
-            // The outcome word changes; what the run was exposed to stays.
-            let line = ["verdict: valid", "verdict: unknown"]
-                .iter()
-                .find_map(|p| verdict.line.strip_prefix(p))
-                .map_or(verdict.line.clone(), |rest| {
-                    format!("verdict: INVALID{rest}")
-                });
-            Verdict {
-                line: format!("{line}; {}", replicas.describe()),
-                exit_code: verdict.exit_code.max(1),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod replicas_tests {
     use super::*;
+    use crate::history::testing::{complete, history, invoke};
+
+    /// Judges a valid register history in a fresh folder with `replicas` compared; returns
+    /// the verdict and what `results.json` says.
+    fn judged(replicas: &Replicas) -> (Verdict, Results) {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = RunFolder::open(dir.path());
+        let ops = history(&[
+            invoke(1, "write", "1").with_key("0"),
+            complete(1, "ok", "write", "1")
+                .with_key("0")
+                .with_zxid(2)
+                .with_version(1),
+            invoke(1, "read", "null").with_key("0"),
+            complete(1, "ok", "read", "1")
+                .with_key("0")
+                .with_zxid(2)
+                .with_version(1),
+        ]);
+        let j = Judging {
+            folder: &folder,
+            aborted: None,
+            config: None,
+            replicas: Some(replicas),
+        };
+        let file = workload::WorkloadFile::named(workload::DEFAULT);
+        let workload = workload::build(&file).unwrap();
+        let verdict = judge(&j, workload.as_ref(), &ops, None).unwrap();
+        (verdict, folder.read_results().unwrap().unwrap())
+    }
 
     #[test]
-    fn diverged_replicas_make_a_valid_run_invalid() {
-        let valid = || Verdict {
-            line: "verdict: valid; queue: 3 enqueued".into(),
-            exit_code: 0,
-        };
-        let converged = with_replicas(valid(), &Replicas::Converged { zxid: 16, nodes: 3 });
-        assert_eq!(
-            (converged.line.as_str(), converged.exit_code),
-            (
-                "verdict: valid; queue: 3 enqueued; replicas: converged (3 at zxid 0x10)",
-                0
-            )
+    fn diverged_replicas_make_a_valid_run_invalid_in_its_line_and_its_results() {
+        let (valid, results) = judged(&Replicas::Converged { zxid: 16, nodes: 3 });
+        assert_eq!(valid.exit_code, 0, "{}", valid.line);
+        assert!(valid.line.starts_with("verdict: valid"), "{}", valid.line);
+        assert!(
+            valid
+                .line
+                .ends_with("; replicas: converged (3 at zxid 0x10)"),
+            "{}",
+            valid.line
         );
+        assert_eq!(results.valid, Validity::Valid);
         let diverged = Replicas::Diverged {
             zxid: 16,
             digests: vec![("n1".into(), 1), ("n2".into(), 2)],
         };
-        let v = with_replicas(valid(), &diverged);
+        let (v, results) = judged(&diverged);
+        assert!(v.line.starts_with("verdict: INVALID under "), "{}", v.line);
         assert!(
-            v.line
-                .starts_with("verdict: INVALID; queue: 3 enqueued; replicas: DIVERGED"),
+            v.line.contains("; replicas: DIVERGED at zxid 0x10"),
             "{}",
             v.line
         );
         assert_eq!(v.exit_code, 1);
-        let exposed = Verdict {
-            line: "verdict: unknown under 2 kills (n1, n2); queue: 3 enqueued".into(),
-            exit_code: 2,
-        };
-        let v = with_replicas(exposed, &diverged);
-        assert!(
-            v.line.starts_with(
-                "verdict: INVALID under 2 kills (n1, n2); queue: 3 enqueued; replicas: DIVERGED"
-            ),
-            "{}",
-            v.line
-        );
-        let unjudged = with_replicas(valid(), &Replicas::NotJudged("one server".into()));
-        assert_eq!(unjudged.line, "verdict: valid; queue: 3 enqueued");
+        assert_eq!(results.valid, Validity::Invalid, "results.json says so too");
+        assert_eq!(results.verdict_line.as_deref(), Some(v.line.as_str()));
+        let kept: Replicas = serde_json::from_value(results.checks["replicas"].clone()).unwrap();
+        assert_eq!(kept, diverged, "kept for `stampede check` to judge again");
+        let (unjudged, _) = judged(&Replicas::NotJudged("one server".into()));
+        assert!(!unjudged.line.contains("replicas:"), "{}", unjudged.line);
+        assert_eq!(unjudged.exit_code, 0);
     }
 }

@@ -7,11 +7,14 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use super::{four_letter_word, Db};
 use crate::control::Node;
 
-/// What the replicas' comparison found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the replicas' comparison found (kept in `results.json` as `replicas`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Replicas {
     /// Every node stood at `zxid` with the same digest.
     Converged { zxid: i64, nodes: usize },
