@@ -225,6 +225,17 @@ impl Elector {
         }
     }
 
+    /// The leader this server follows or is established in `epoch`: from now on it answers
+    /// LOOKING servers with that epoch (ZooKeeper's `updateElectionVote`). Servers that
+    /// decided at different moments hold votes for one leader with different epochs (one
+    /// decided for the leader's vote of the round before); without this, a server that
+    /// looks later sees no quorum agree on (leader, epoch) and looks forever.
+    pub fn established(&mut self, epoch: u64) {
+        if self.state != PeerState::Looking {
+            self.vote.epoch = epoch;
+        }
+    }
+
     /// A vote for another leader counts only once that leader says it leads.
     fn leader_confirmed(&self, leader: u64) -> bool {
         leader == self.me
@@ -242,6 +253,7 @@ enum Command {
         decided: oneshot::Sender<Vote>,
     },
     State(oneshot::Sender<PeerState>),
+    Established(u64),
 }
 
 /// Leader election on the election port; see the module docs.
@@ -282,6 +294,12 @@ impl Election {
         });
         rx.await
             .expect("the election task runs as long as the server")
+    }
+
+    /// The leader this server follows, or this server leading, is established in `epoch`
+    /// (see [`Elector::established`]).
+    pub fn established(&self, epoch: u64) {
+        let _ = self.commands.send(Command::Established(epoch));
     }
 
     /// The election's state now.
@@ -344,6 +362,7 @@ async fn run(
                 Some(Command::State(tx)) => {
                     let _ = tx.send(elector.state());
                 }
+                Some(Command::Established(epoch)) => elector.established(epoch),
             },
             Some(n) = inbox.recv() => {
                 let decided = elector.receive(n, &mut out);
@@ -606,6 +625,45 @@ mod tests {
         let decided = deliver(&mut electors, q, &[3], true);
         assert_eq!(decided.get(&1).map(|v| v.leader), Some(2), "{decided:?}");
         assert_eq!(decided.get(&2).map(|v| v.leader), Some(2), "{decided:?}");
+    }
+
+    #[test]
+    fn a_server_joins_a_leader_its_followers_decided_for_in_different_epochs() {
+        let mut electors: Vec<Elector> =
+            (1..=3).map(|i| Elector::new(&ensemble(i, 3, 0))).collect();
+        // 3 leads epoch 2 with 1 following; 2 is down.
+        let q = start(&mut electors, &[(5, 1), (0, 0), (9, 1)], &[2]);
+        let decided = deliver(&mut electors, q, &[2], true);
+        assert!(decided.values().all(|v| v.leader == 3), "{decided:?}");
+        // 3 is elected again in a round 1 took no part in (1 decided on 3's word of the
+        // round before, as after a pause of the leader): 3's vote carries epoch 2, 1's
+        // still epoch 1.
+        let mut out = Vec::new();
+        electors[2].look(20, 2, &mut out);
+        electors[2].state = PeerState::Leading;
+        electors[2].vote = electors[2].own;
+        // The two settled votes now name leader 3 with epochs 1 and 2.
+        assert_ne!(electors[0].vote.epoch, electors[2].vote.epoch);
+        // 2 comes back and looks; without the epochs made one it never decides.
+        let mut out = Vec::new();
+        electors[1].look(0, 0, &mut out);
+        let q = out.into_iter().map(|s| (2, s)).collect();
+        assert!(deliver(&mut electors, q, &[], false).is_empty());
+        // Once both say the epoch established (3), 2 joins at once.
+        for e in [0, 2] {
+            electors[e].established(3);
+        }
+        let mut out = Vec::new();
+        electors[1].look(0, 0, &mut out);
+        let q = out.into_iter().map(|s| (2, s)).collect();
+        let decided = deliver(&mut electors, q, &[], false);
+        assert_eq!(decided.get(&2).map(|v| v.leader), Some(3), "{decided:?}");
+        assert_eq!(electors[1].state(), PeerState::Following);
+        // A server that is looking keeps its own vote's epoch.
+        let mut out = Vec::new();
+        electors[1].look(0, 0, &mut out);
+        electors[1].established(7);
+        assert_eq!(electors[1].vote.epoch, 0);
     }
 
     #[test]

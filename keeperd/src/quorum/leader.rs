@@ -13,6 +13,7 @@
 //! task per learner connection.
 
 use super::epochs::Epochs;
+use super::peer::Peer;
 use super::wire::{self, Down, SyncKind, Up};
 use super::{LearnerLink, Status};
 use crate::config::{Config, Ensemble};
@@ -375,13 +376,14 @@ enum Event {
 /// Leads with the recovered state until a quorum is lost; returns why it
 /// ended, leaving in `carry` the state for the next role if it served.
 pub async fn lead(
-    config: Arc<Config>,
-    ensemble: Arc<Ensemble>,
-    gate: Arc<Gate>,
+    peer: &Peer,
     recovered: Recovered,
     epochs: &mut Epochs,
     carry: &mut Option<Recovered>,
 ) -> Result<(), String> {
+    let config = peer.config.clone();
+    let ensemble = peer.ensemble.clone();
+    let gate = peer.gate.clone();
     let last = recovered.tree.last_zxid;
     let bind = format!("0.0.0.0:{}", ensemble.me().quorum_port);
     let listener = TcpListener::bind(&bind)
@@ -463,6 +465,7 @@ pub async fn lead(
         }
     }
     epochs.set_current(epoch)?;
+    peer.election.established(epoch);
 
     // The core starts (not serving yet) so learners can be cut in.
     let (core_tx, core_rx) = std_mpsc::channel();

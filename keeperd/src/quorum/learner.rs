@@ -11,15 +11,15 @@
 
 use super::epochs::Epochs;
 use super::leader::StopCore;
+use super::peer::Peer;
 use super::wire::{self, Down, SyncKind, Up};
-use crate::config::{Config, Ensemble};
 use crate::core::{Answer, Core, CoreMsg, Role, Start};
 use crate::failpoint::{self, Failpoint};
 use crate::log::{self, FileLog, Log, Recovered, Segment};
-use crate::server::{Gate, Serving};
+use crate::server::Serving;
 use crate::tree::Capture;
 use crate::txn::Txn;
-use std::sync::{mpsc as std_mpsc, Arc};
+use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::tcp::OwnedReadHalf;
@@ -30,14 +30,15 @@ use tokio::sync::mpsc;
 /// lost; returns why it ended, leaving in `carry` the state for the next
 /// role if it got as far as running its core.
 pub async fn follow(
-    config: Arc<Config>,
-    ensemble: Arc<Ensemble>,
-    gate: Arc<Gate>,
+    peer: &Peer,
     mut recovered: Recovered,
     epochs: &mut Epochs,
     leader: u64,
     carry: &mut Option<Recovered>,
 ) -> Result<(), String> {
+    let config = peer.config.clone();
+    let ensemble = peer.ensemble.clone();
+    let gate = peer.gate.clone();
     let me = ensemble.me();
     let observer = me.observer;
     let addr = ensemble
@@ -163,6 +164,7 @@ pub async fn follow(
     // Durable first, then the epoch, then the acknowledgement.
     tokio::task::block_in_place(|| file.flush());
     epochs.set_current(epoch)?;
+    peer.election.established(epoch);
 
     let (up_tx, up_rx) = mpsc::unbounded_channel();
     let _ = up_tx.send(Up::AckNewLeader { zxid: last });

@@ -14,6 +14,20 @@ use crate::log;
 use crate::server::Gate;
 use std::sync::Arc;
 
+/// What a member's roles share: its configuration, its place in the ensemble, the gate
+/// that opens and closes client service, and its election (told when an epoch is
+/// established).
+pub struct Peer {
+    /// The server's configuration.
+    pub config: Arc<Config>,
+    /// The ensemble and this server's place in it.
+    pub ensemble: Arc<Ensemble>,
+    /// Opens client service once a role serves; closed while electing.
+    pub gate: Arc<Gate>,
+    /// The election, running on its port for the server's whole life.
+    pub election: Election,
+}
+
 /// Runs this member of `ensemble` forever; errors are fatal (a corrupt log,
 /// an unusable data directory or port).
 pub async fn run(
@@ -22,6 +36,12 @@ pub async fn run(
     gate: Arc<Gate>,
 ) -> Result<(), String> {
     let election = Election::start(ensemble.clone(), config.tick()).await?;
+    let peer = Peer {
+        config: config.clone(),
+        ensemble: ensemble.clone(),
+        gate: gate.clone(),
+        election,
+    };
     let mut carried: Option<log::Recovered> = None;
     loop {
         let dir = config.data_dir.clone();
@@ -41,29 +61,12 @@ pub async fn run(
         .await
         .map_err(|e| e.to_string())??;
         let last = recovered.tree.last_zxid;
-        let vote = election.look(last, epochs.current()).await;
+        let vote = peer.election.look(last, epochs.current()).await;
         let opened = gate.times_opened();
         let ended = if vote.leader == ensemble.my_id {
-            leader::lead(
-                config.clone(),
-                ensemble.clone(),
-                gate.clone(),
-                recovered,
-                &mut epochs,
-                &mut carried,
-            )
-            .await
+            leader::lead(&peer, recovered, &mut epochs, &mut carried).await
         } else {
-            learner::follow(
-                config.clone(),
-                ensemble.clone(),
-                gate.clone(),
-                recovered,
-                &mut epochs,
-                vote.leader,
-                &mut carried,
-            )
-            .await
+            learner::follow(&peer, recovered, &mut epochs, vote.leader, &mut carried).await
         };
         if let Err(why) = ended {
             tracing::warn!("{why}");
