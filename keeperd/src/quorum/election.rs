@@ -226,7 +226,8 @@ impl Elector {
     }
 
     /// The leader this server follows or is established in `epoch`: from now on it answers
-    /// LOOKING servers with that epoch (ZooKeeper's `updateElectionVote`). Servers that
+    /// LOOKING servers with that epoch (ZooKeeper's `updateElectionVote`,
+    /// ZOOKEEPER-1732). Servers that
     /// decided at different moments hold votes for one leader with different epochs (one
     /// decided for the leader's vote of the round before); without this, a server that
     /// looks later sees no quorum agree on (leader, epoch) and looks forever.
