@@ -17,6 +17,7 @@ use crate::workload::{
 pub const ENTRY: Entry = Entry {
     name: "barrier",
     build: |file| Ok(Box::new(BarrierWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// The barrier workload of one workload file.

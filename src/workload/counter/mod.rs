@@ -23,6 +23,7 @@ use crate::history::Op;
 pub const ENTRY: Entry = Entry {
     name: "counter",
     build: |file| Ok(Box::new(CounterWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// Settings of the counter workload (the `counter` section of `workloads/counter.yaml`).

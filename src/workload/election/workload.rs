@@ -22,6 +22,7 @@ use crate::workload::{
 pub const ENTRY: Entry = Entry {
     name: "election",
     build: |file| Ok(Box::new(ElectionWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// An election workload of one workload file.

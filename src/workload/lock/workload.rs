@@ -23,6 +23,7 @@ use crate::workload::{
 pub const ENTRY: Entry = Entry {
     name: "lock",
     build: |file| Ok(Box::new(LockWorkload(Settings::read(file)?))),
+    sweeps_contenders: true,
 };
 
 /// A lock workload of one workload file.
@@ -42,10 +43,6 @@ impl Workload for LockWorkload {
 
     fn holder_op(&self) -> Option<&'static str> {
         Some("hold")
-    }
-
-    fn sweeps_contenders(&self) -> bool {
-        true
     }
 
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {

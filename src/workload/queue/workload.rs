@@ -16,6 +16,7 @@ use crate::workload::{into_map, Entry, Judged, Ran, Section, Settings, Workload}
 pub const ENTRY: Entry = Entry {
     name: "queue",
     build: |file| Ok(Box::new(QueueWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// The queue workload of one workload file.

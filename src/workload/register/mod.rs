@@ -26,6 +26,7 @@ pub use ops::{Register, RegisterConfig};
 pub const ENTRY: Entry = Entry {
     name: "register",
     build: |file| Ok(Box::new(RegisterWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// The register workload of one workload file.
