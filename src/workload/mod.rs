@@ -26,10 +26,11 @@ mod test_runs;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::checker::result::Validity;
-use crate::generator::Target;
+use crate::generator::{Healed, Target};
 use crate::history::Op;
 
 pub use figures::Figures;
@@ -129,6 +130,18 @@ pub struct Ran {
     /// Releases (lock hand-offs, leadership changes) the run counted, when it counts them:
     /// the servers' load is given per release.
     pub releases: Option<u64>,
+}
+
+impl Ran {
+    /// A run whose summary `results.json` keeps, the faults that could not be healed among
+    /// its fields; `releases` as [`Ran::releases`].
+    pub fn kept<S: Serialize>(run: Healed<S>, releases: Option<u64>) -> anyhow::Result<Ran> {
+        Ok(Ran {
+            summary: Some(serde_json::to_value(&run)?),
+            heal_failures: run.heal_failures,
+            releases,
+        })
+    }
 }
 
 /// A workload's part of a verdict.
