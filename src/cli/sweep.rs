@@ -74,7 +74,7 @@ fn sweep_workloads(workload: &str) -> anyhow::Result<Vec<String>> {
         let file = config::load(&path)?;
         Ok((path, file))
     };
-    let named = workload::WORKLOADS.iter().any(|e| e.name == workload);
+    let named = workload::entry(workload).is_ok();
     let files = match (named, config::resolve("workloads", workload)) {
         (true, Err(_)) => {
             let mut files = Vec::new();
@@ -90,11 +90,9 @@ fn sweep_workloads(workload: &str) -> anyhow::Result<Vec<String>> {
     };
     for name in &files {
         let (path, file) = runs(name)?;
-        let runs_contenders = workload::build(&file)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-            .sweeps_contenders();
+        workload::build(&file).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         anyhow::ensure!(
-            runs_contenders,
+            workload::entry(&file.workload).is_ok_and(|e| e.sweeps_contenders),
             "--contenders: {} is not a workload of contenders (those are: {})",
             path.display(),
             contender_workloads().join(", ")
@@ -105,18 +103,8 @@ fn sweep_workloads(workload: &str) -> anyhow::Result<Vec<String>> {
 
 /// The names of the workloads run by contenders.
 fn contender_workloads() -> Vec<&'static str> {
-    let default = WorkloadFile::named(workload::DEFAULT);
-    workload::WORKLOADS
-        .iter()
-        .filter(|e| {
-            let file = WorkloadFile {
-                workload: e.name.to_string(),
-                ..default.clone()
-            };
-            workload::build(&file).is_ok_and(|w| w.sweeps_contenders())
-        })
-        .map(|e| e.name)
-        .collect()
+    let contenders = workload::WORKLOADS.iter().filter(|e| e.sweeps_contenders);
+    contenders.map(|e| e.name).collect()
 }
 
 /// The command line of the sweep without the flags each run sets itself (`--workload`,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{with_faults, GeneratorConfig};
+use super::{with_faults, GeneratorConfig, Healed};
 use crate::client::{ClientOptions, NodeEndpoint};
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
@@ -45,27 +45,21 @@ pub struct Target {
     pub cancel: watch::Receiver<bool>,
 }
 
-/// A driver's summary, which lists the faults that could not be healed.
-pub trait HealReport {
-    /// Records the heals that failed.
-    fn set_heal_failures(&mut self, failures: Vec<String>);
-}
-
 /// `stampede test` for a recipe driver: runs `driver` over `cfg` (with `gen.concurrency`
 /// slots, their sessions opened as `options` says) while the nemesis schedule of `gen` starts
 /// and stops the target's nemeses in turn for `gen.time_limit`, then heals every fault; with
 /// faults, the driver goes on for `gen.quiet_period` after the heal. Cancelling ends the run
-/// early; no fault is left active on return, and heals that failed are listed in the summary.
+/// early; no fault is left active on return, and heals that failed are listed beside the
+/// driver's summary.
 pub async fn drive<C, S, F>(
     gen: &GeneratorConfig,
     cfg: &C,
     options: ClientOptions,
     target: Target,
     driver: impl FnOnce(DriverRun<C>, Arc<Recorder>, watch::Receiver<bool>) -> F,
-) -> anyhow::Result<S>
+) -> anyhow::Result<Healed<S>>
 where
     C: Clone,
-    S: HealReport,
     F: Future<Output = anyhow::Result<S>>,
 {
     gen.validate().map_err(anyhow::Error::msg)?;
@@ -77,19 +71,16 @@ where
         cancel,
     } = target;
     let driving = recorder.clone();
-    let (mut summary, heal_failures) =
-        with_faults(gen, nemeses, recorder, cancel, |cancel, run_for| {
-            let run = DriverRun {
-                cfg: cfg.clone(),
-                options,
-                slots: gen.concurrency,
-                time_limit: run_for,
-                run_id,
-                endpoints,
-            };
-            driver(run, driving, cancel)
-        })
-        .await?;
-    summary.set_heal_failures(heal_failures);
-    Ok(summary)
+    with_faults(gen, nemeses, recorder, cancel, |cancel, run_for| {
+        let run = DriverRun {
+            cfg: cfg.clone(),
+            options,
+            slots: gen.concurrency,
+            time_limit: run_for,
+            run_id,
+            endpoints,
+        };
+        driver(run, driving, cancel)
+    })
+    .await
 }

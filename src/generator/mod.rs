@@ -26,7 +26,7 @@ use crate::config::Duration;
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
 
-pub use driver::{drive, DriverRun, HealReport, Target};
+pub use driver::{drive, DriverRun, Target};
 use faults::HealGuard;
 pub use ops::{Completion, OpSpec, Operations};
 use stop::Stop;
@@ -111,6 +111,15 @@ pub struct RunSummary {
     pub final_missed: u64,
     /// The caller cancelled the run (no quiet period, no final reads).
     pub cancelled: bool,
+}
+
+/// How a run under the nemesis schedule ended: what its processes did (`S`), and the faults
+/// that could not be healed. A run's summary in `results.json` is the two in one object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Healed<S> {
+    /// What the processes did.
+    #[serde(flatten)]
+    pub summary: S,
     /// Faults that could not be healed (run `stampede heal`).
     pub heal_failures: Vec<String>,
 }
@@ -121,13 +130,13 @@ pub struct RunSummary {
 /// heals every fault, waits `cfg.quiet_period`, and does the workload's final operations.
 /// Every operation goes through the target's recorder. The target's cancel signal (Ctrl-C)
 /// stops issuing operations, heals, and returns. No fault is left active on return; heals that
-/// failed are listed in the summary.
+/// failed are listed beside the summary.
 pub async fn run(
     cfg: &GeneratorConfig,
     workload: Arc<dyn Operations>,
     options: ClientOptions,
     target: Target,
-) -> anyhow::Result<RunSummary> {
+) -> anyhow::Result<Healed<RunSummary>> {
     let Target {
         endpoints,
         nemeses,
@@ -173,13 +182,16 @@ pub async fn run(
     let counts = workers
         .iter()
         .fold(Counts::default(), |sum, w| sum.plus(w.counts));
-    Ok(RunSummary {
+    let summary = RunSummary {
         processes: shared.ids.count(),
         ok: counts.ok,
         fail: counts.fail,
         info: counts.info,
         final_missed: workers.iter().map(|w| w.final_missed).sum(),
         cancelled,
+    };
+    Ok(Healed {
+        summary,
         heal_failures,
     })
 }
@@ -239,15 +251,15 @@ async fn main_phase(
 /// Runs `work` while the nemesis schedule of `cfg` starts and stops `nemeses` in turn for
 /// `cfg.time_limit`, then heals every fault; with faults, `work` goes on for
 /// `cfg.quiet_period` after the heal (the healed tail, where liveness is judged). `work` is
-/// handed the cancel signal and how long to run; the result comes back with the heals that
-/// failed. For workloads with drivers of their own (locks, elections).
+/// handed the cancel signal and how long to run; its result comes back with the heals that
+/// failed. For workloads whose drivers have phases of their own (the queue's drain).
 pub async fn with_faults<T, F>(
     cfg: &GeneratorConfig,
     nemeses: Vec<Arc<dyn Nemesis>>,
     recorder: Arc<Recorder>,
     cancel: watch::Receiver<bool>,
     work: impl FnOnce(watch::Receiver<bool>, std::time::Duration) -> F,
-) -> anyhow::Result<(T, Vec<String>)>
+) -> anyhow::Result<Healed<T>>
 where
     F: std::future::Future<Output = anyhow::Result<T>>,
 {
@@ -279,9 +291,12 @@ where
         (schedule, guard.heal().await)
     };
     let (result, (schedule, heal_failures)) = tokio::join!(working, faults);
-    let value = result?;
+    let summary = result?;
     schedule.context("recording a nemesis operation")?;
-    Ok((value, heal_failures))
+    Ok(Healed {
+        summary,
+        heal_failures,
+    })
 }
 
 /// Completes when a driver's run should end: `stop` raised or `deadline` passed.

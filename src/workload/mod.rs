@@ -26,10 +26,11 @@ mod test_runs;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::checker::result::Validity;
-use crate::generator::Target;
+use crate::generator::{Healed, Target};
 use crate::history::Op;
 
 pub use figures::Figures;
@@ -65,28 +66,33 @@ registry! {
 pub const DEFAULT: &str = "register";
 
 /// A workload as the registry knows it: its name (`workload: <name>` in a workload file,
-/// which names its own section too) and how a workload file becomes one.
+/// which names its own section too), how a workload file becomes one, and whether its runs
+/// compare by contenders.
 pub struct Entry {
     /// The name a workload file gives it.
     pub name: &'static str,
     /// The workload a file describes, its settings checked (the error names the field).
     pub build: fn(&WorkloadFile) -> Result<Box<dyn Workload>, String>,
+    /// Whether runs of it compare by contenders (`stampede test --contenders 5,20`).
+    pub sweeps_contenders: bool,
+}
+
+/// The registry's entry of the workload called `name`; the error names the known ones.
+pub fn entry(name: &str) -> Result<&'static Entry, String> {
+    let found = WORKLOADS.iter().find(|e| e.name == name).copied();
+    found.ok_or_else(|| {
+        let known: Vec<&str> = WORKLOADS.iter().map(|e| e.name).collect();
+        format!(
+            "workload: unknown workload {name:?} (known: {})",
+            known.join(", ")
+        )
+    })
 }
 
 /// The workload a file names, with every setting checked; the error names the field (or the
 /// unknown workload and the known ones).
 pub fn build(file: &WorkloadFile) -> Result<Box<dyn Workload>, String> {
-    let entry = WORKLOADS
-        .iter()
-        .find(|e| e.name == file.workload)
-        .ok_or_else(|| {
-            let known: Vec<&str> = WORKLOADS.iter().map(|e| e.name).collect();
-            format!(
-                "workload: unknown workload {:?} (known: {})",
-                file.workload,
-                known.join(", ")
-            )
-        })?;
+    let entry = entry(&file.workload)?;
     file.check_sections()?;
     file.generator.validate()?;
     file.session.validate()?;
@@ -126,6 +132,18 @@ pub struct Ran {
     pub releases: Option<u64>,
 }
 
+impl Ran {
+    /// A run whose summary `results.json` keeps, the faults that could not be healed among
+    /// its fields; `releases` as [`Ran::releases`].
+    pub fn kept<S: Serialize>(run: Healed<S>, releases: Option<u64>) -> anyhow::Result<Ran> {
+        Ok(Ran {
+            summary: Some(serde_json::to_value(&run)?),
+            heal_failures: run.heal_failures,
+            releases,
+        })
+    }
+}
+
 /// A workload's part of a verdict.
 #[derive(Debug, Clone)]
 pub struct Judged {
@@ -149,11 +167,6 @@ pub trait Workload: Send + Sync {
     /// (`hold` of a lock, `lead` of an election), for the nemesis target `holder`.
     fn holder_op(&self) -> Option<&'static str> {
         None
-    }
-
-    /// Whether runs of it compare by contenders (`stampede test --contenders 5,20`).
-    fn sweeps_contenders(&self) -> bool {
-        false
     }
 
     /// Runs against `target` under the nemesis schedule, recording every operation in the

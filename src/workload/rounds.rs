@@ -2,23 +2,25 @@
 //! they open sessions, their ids, the herd meter their requests feed), the setup of the
 //! recipe's znodes, and process slots that each do rounds (acquire → hold → release,
 //! campaign → serve → resign) with a session of their own until the run ends, counting what
-//! they did. A recipe says what differs ([`Rounds`]); [`drive`] does the rest.
+//! they did, and the summary of the run. A recipe says what differs ([`Rounds`],
+//! [`RecipeSection`]); [`drive`] does the rest, and [`run`] does it under the nemesis schedule
+//! for the registry.
 
-use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use zookeeper_client::Client;
+use zookeeper_client::{Acls, CreateMode};
 
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{DriverRun, Next, Slot};
+use crate::generator::{self, DriverRun, Next, Slot, Target};
 use crate::history::Recorder;
-use crate::workload::{HerdMeter, Requests};
+use crate::workload::{HerdMeter, HerdStats, Ran, Requests, Settings};
 
 /// The processes of one recipe run: how and where they open sessions, the ids handed out, and
 /// the herd meter their requests feed.
@@ -50,16 +52,16 @@ impl Processes {
         })
     }
 
-    /// Creates the recipe's znodes under `dir` with `create`, handed a session to the whole
-    /// ensemble.
-    pub async fn setup<F>(&self, dir: &str, create: impl FnOnce(Client) -> F) -> anyhow::Result<()>
-    where
-        F: Future<Output = Result<(), zookeeper_client::Error>>,
-    {
+    /// Creates the persistent znodes `dirs` (and their parents), through a session to the
+    /// whole ensemble.
+    async fn create(&self, dirs: &[String]) -> anyhow::Result<()> {
         let client = setup_session(&self.endpoints, self.options.session_timeout).await?;
-        create(client)
-            .await
-            .with_context(|| format!("creating {dir}"))
+        let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        for dir in dirs {
+            let created = client.mkdir(dir, &options).await;
+            created.with_context(|| format!("creating {dir}"))?;
+        }
+        Ok(())
     }
 
     /// One participant's requests: within the request deadline, counted by the herd meter.
@@ -93,47 +95,65 @@ pub struct Turn<'a, T> {
     pub tally: &'a mut T,
 }
 
-/// A recipe driver whose process slots do rounds: how a run of it starts, one round of a
-/// process, and what the run did.
+/// What [`drive`] reads of a recipe's section of a workload file.
+pub trait RecipeSection: Clone + Send + Sync + 'static {
+    /// The recipe's workload name, e.g. `lock-sequential`.
+    fn workload_name(&self) -> &'static str;
+
+    /// How long a process pauses after a round that went through.
+    fn pause(&self) -> Duration;
+}
+
+/// A recipe driver whose process slots do rounds: the state its processes share, one round of
+/// a process, and what they did.
 #[async_trait::async_trait]
 pub trait Rounds: Send + Sync + Sized + 'static {
     /// The workload file's section of the recipe.
-    type Config: Send;
+    type Config: RecipeSection;
     /// What one slot did.
     type Tally: Default + Send + 'static;
-    /// What a run did.
-    type Summary;
+    /// What the run's processes did, the recipe's own part of the run's summary.
+    type Outcome;
     /// Who a slot's process is and what it records, in errors: `contender`, `recording a
     /// lock operation`.
     const NAMES: (&'static str, &'static str);
 
-    /// The shared state of `run` (its settings checked), recording into `recorder`, and the
-    /// meter that counts its herd.
-    fn start(
-        run: &DriverRun<Self::Config>,
-        recorder: Arc<Recorder>,
-    ) -> anyhow::Result<(Self, HerdMeter)>;
+    /// The state the processes of `run` share (its settings checked), recording into
+    /// `recorder`.
+    fn start(run: &DriverRun<Self::Config>, recorder: Arc<Recorder>) -> anyhow::Result<Self>;
 
-    /// The directory of the recipe's znodes.
-    fn dir(&self) -> &str;
+    /// The meter that counts the run's herd.
+    fn meter(&self) -> HerdMeter {
+        HerdMeter::default()
+    }
 
-    /// Creates the recipe's znodes through `client`.
-    async fn create(&self, client: &Client) -> Result<(), zookeeper_client::Error>;
-
-    /// How long a process pauses after a round that went through.
-    fn pause(&self) -> Duration;
+    /// The persistent znodes the recipe's nodes live under, created before the run.
+    fn dirs(&self) -> Vec<String>;
 
     /// One round of `turn`'s process, counted into its tally. Fails only if the history
     /// cannot be written.
     async fn round(&self, turn: Turn<'_, Self::Tally>) -> io::Result<Next>;
 
-    /// What the run did, from each slot's tally (in slot order).
-    fn summary(
-        &self,
-        tallies: &[Self::Tally],
-        processes: &Processes,
-        cancelled: bool,
-    ) -> Self::Summary;
+    /// What the run's processes did, from each slot's tally (in slot order).
+    fn outcome(&self, tallies: &[Self::Tally]) -> Self::Outcome;
+}
+
+/// What a run of a rounds recipe did: what every such run counts, and the recipe's own
+/// outcome `O`, in one object as a run's summary keeps them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoundsSummary<O> {
+    /// The recipe's workload name, e.g. `lock-sequential`.
+    pub recipe: &'static str,
+    /// Process ids handed out (each a session).
+    pub processes: u64,
+    /// What the recipe's processes did.
+    #[serde(flatten)]
+    pub own: O,
+    /// Watch notifications and reaction requests per release (client side): a lock given
+    /// back, a leader leaving office.
+    pub herd: HerdStats,
+    /// The caller stopped the run before the time limit.
+    pub cancelled: bool,
 }
 
 /// Runs the recipe `R` of `run`: creates its znodes, then runs `run.slots` process slots for
@@ -143,17 +163,34 @@ pub async fn drive<R: Rounds>(
     run: DriverRun<R::Config>,
     recorder: Arc<Recorder>,
     stop: watch::Receiver<bool>,
-) -> anyhow::Result<R::Summary> {
+) -> anyhow::Result<RoundsSummary<R::Outcome>> {
     anyhow::ensure!(run.slots > 0, "a run needs at least 1 {}", R::NAMES.0);
-    let (rounds, meter) = R::start(&run, recorder)?;
-    let processes = Arc::new(Processes::new(run.options, run.endpoints, meter)?);
-    let creating = &rounds;
-    let create = |client: Client| async move { creating.create(&client).await };
-    processes.setup(rounds.dir(), create).await?;
-    let rounds = Arc::new(rounds);
-    let pause = rounds.pause();
+    let rounds = Arc::new(R::start(&run, recorder)?);
+    let processes = Processes::new(run.options, run.endpoints, rounds.meter())?;
+    processes.create(&rounds.dirs()).await?;
+    let processes = Arc::new(processes);
+    let pause = run.cfg.pause();
     let tallies = run_slots(&rounds, &processes, run.slots, run.time_limit, pause, &stop).await?;
-    Ok(rounds.summary(&tallies, &processes, *stop.borrow()))
+    Ok(RoundsSummary {
+        recipe: run.cfg.workload_name(),
+        processes: processes.ids.count(),
+        own: rounds.outcome(&tallies),
+        herd: processes.meter.stats(),
+        cancelled: *stop.borrow(),
+    })
+}
+
+/// `stampede test` for the recipe `R`: [`drive`]s it as `settings` say against `target` under
+/// the nemesis schedule, and keeps its summary with the releases it counted.
+pub async fn run<R: Rounds>(settings: &Settings<R::Config>, target: Target) -> anyhow::Result<Ran>
+where
+    R::Outcome: Serialize,
+{
+    let (generator, own) = (&settings.generator, &settings.own);
+    let options = settings.session.client_options();
+    let healed = generator::drive(generator, own, options, target, drive::<R>).await?;
+    let releases = healed.summary.herd.releases;
+    Ran::kept(healed, Some(releases))
 }
 
 /// Runs `slots` process slots of `rounds` with `processes` for `time_limit` (or until `stop`
@@ -214,4 +251,50 @@ async fn run_slot<R: Rounds>(
     )
     .await?;
     Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Serialize;
+
+    use super::RoundsSummary;
+    use crate::generator::Healed;
+    use crate::workload::election::driver::ElectionOutcome;
+    use crate::workload::lock::driver::LockOutcome;
+    use crate::workload::HerdStats;
+
+    /// The fields of the summary a run of `recipe` with outcome `own` keeps, as
+    /// `results.json` has them: one object.
+    fn fields(recipe: &'static str, own: impl Serialize) -> Vec<String> {
+        let summary = RoundsSummary {
+            recipe,
+            processes: 3,
+            own,
+            herd: HerdStats::default(),
+            cancelled: false,
+        };
+        let heal_failures = vec!["n1: iptables".to_string()];
+        let run = Healed {
+            summary,
+            heal_failures,
+        };
+        let json = serde_json::to_value(&run).unwrap();
+        assert_eq!(json["recipe"], recipe);
+        assert_eq!(json["heal_failures"][0], "n1: iptables");
+        json.as_object().unwrap().keys().cloned().collect()
+    }
+
+    #[test]
+    fn run_summaries_keep_the_fields_of_the_runs_before_them() {
+        let lock = "acquire_failed acquire_info acquired acquisitions_per_contender cancelled \
+                    heal_failures herd latency lost_while_holding processes recipe reentries \
+                    release_info released resource";
+        let kept = fields("lock-sequential", LockOutcome::default());
+        assert_eq!(kept, lock.split(' ').collect::<Vec<_>>());
+        let election = "campaign_failed cancelled heal_failures herd lost_in_office \
+                        max_in_office processes recipe resign_failed resigned terms \
+                        terms_per_candidate";
+        let kept = fields("election-fair", ElectionOutcome::default());
+        assert_eq!(kept, election.split(' ').collect::<Vec<_>>());
+    }
 }

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use crate::client::test_server::{KillServer, ZkServer};
 use crate::client::{ClientOptions, Connect, NodeEndpoint};
-use crate::generator::{DriverRun, GeneratorConfig, Target};
+use crate::generator::{self, DriverRun, GeneratorConfig, Healed, Target};
 use crate::history::{Op, Recorder};
 use crate::nemesis::Nemesis;
 
@@ -54,7 +54,8 @@ pub fn killable_server() -> (Arc<Mutex<ZkServer>>, NodeEndpoint, Arc<dyn Nemesis
 }
 
 /// Runs `run` (a workload's `stampede test` entry) as run `run_id` against `endpoints` under
-/// `nemeses`, recording into `recorder`; returns its summary.
+/// `nemeses`, recording into `recorder`; checks that every fault was healed and returns the
+/// summary.
 pub async fn run_faulted<S, F>(
     run_id: &str,
     endpoints: Vec<NodeEndpoint>,
@@ -63,7 +64,8 @@ pub async fn run_faulted<S, F>(
     run: impl FnOnce(Target) -> F,
 ) -> S
 where
-    F: Future<Output = anyhow::Result<S>>,
+    S: std::fmt::Debug,
+    F: Future<Output = anyhow::Result<Healed<S>>>,
 {
     let (_keep, cancel) = watch::channel(false);
     let target = Target {
@@ -73,7 +75,36 @@ where
         recorder: recorder.clone(),
         cancel,
     };
-    run(target).await.unwrap()
+    let healed = run(target).await.unwrap();
+    assert!(healed.heal_failures.is_empty(), "{healed:?}");
+    healed.summary
+}
+
+/// Drives `driver` over `cfg` with 4 slots for 12 s against a server of its own that is
+/// killed every 2 s and restarted 2 s later (sessions of 3 s, requests of 1 s); checks that
+/// the server was killed at least twice and every fault healed. Returns the summary and the
+/// history.
+pub async fn run_through_kills<C, S, F>(
+    cfg: C,
+    driver: impl FnOnce(DriverRun<C>, Arc<Recorder>, watch::Receiver<bool>) -> F,
+) -> (S, Vec<Op>)
+where
+    C: Clone,
+    S: std::fmt::Debug,
+    F: Future<Output = anyhow::Result<S>>,
+{
+    let (_server, endpoint, kill) = killable_server();
+    let generator = faulted(4, 12000, 2000, 2000);
+    let recorder = Arc::new(Recorder::in_memory());
+    let running = |target| generator::drive(&generator, &cfg, options(1000, 3000), target, driver);
+    let summary = run_faulted("kill", vec![endpoint], vec![kill], &recorder, running).await;
+    let ops = recorder.ops();
+    let kills = ops.iter().filter(|o| o.f == "start-kill").count();
+    assert!(
+        kills >= 2,
+        "the server was killed {kills} times: {summary:?}"
+    );
+    (summary, ops)
 }
 
 /// Runs `driver` over `cfg` with `slots` slots for `secs` seconds as run `run_id` against

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use super::recipe::Recipe;
 use super::BarrierConfig;
 use crate::client::{setup_session, ClientOptions, NodeEndpoint, OpError, ProcessIds, Session};
-use crate::generator::{ended, open_session, DriverRun, HealReport};
+use crate::generator::{ended, open_session, DriverRun};
 use crate::history::{Meta, OpType, Process, Recorder, ABANDONED};
 use crate::workload::{HerdMeter, HerdStats, Requests};
 
@@ -57,8 +57,6 @@ pub struct BarrierRunSummary {
     pub herd: HerdStats,
     /// The caller stopped the run before the time limit.
     pub cancelled: bool,
-    /// Faults that could not be healed (run `stampede heal`); set by [`run`].
-    pub heal_failures: Vec<String>,
 }
 
 /// What one process slot did.
@@ -156,16 +154,7 @@ pub(super) async fn drive(
         rounds_per_slot: per_slot.iter().map(|t| t.left).collect(),
         herd: shared.meter.stats(),
         cancelled: *stop.borrow(),
-        heal_failures: Vec::new(),
     })
-}
-
-
-
-impl HealReport for BarrierRunSummary {
-    fn set_heal_failures(&mut self, failures: Vec<String>) {
-        self.heal_failures = failures;
-    }
 }
 
 /// One process slot's loop; fails only if the history cannot be written.

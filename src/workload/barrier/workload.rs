@@ -5,18 +5,17 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::check::check_barrier;
-use super::BarrierConfig;
 use super::driver::run_processes;
+use super::BarrierConfig;
 use crate::generator::{self, GeneratorConfig, Target};
 use crate::history::Op;
-use crate::workload::{
-    into_map, validity, Entry, Judged, Ran, Section, Settings, Workload,
-};
+use crate::workload::{into_map, validity, Entry, Judged, Ran, Section, Settings, Workload};
 
 /// The registry's entry.
 pub const ENTRY: Entry = Entry {
     name: "barrier",
     build: |file| Ok(Box::new(BarrierWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// The barrier workload of one workload file.
@@ -37,12 +36,8 @@ impl Workload for BarrierWorkload {
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
         let options = self.0.session.client_options();
         let (generator, own) = (&self.0.generator, &self.0.own);
-        let summary = generator::drive(generator, own, options, target, run_processes).await?;
-        Ok(Ran {
-            heal_failures: summary.heal_failures.clone(),
-            summary: Some(serde_json::to_value(&summary)?),
-            releases: None,
-        })
+        let healed = generator::drive(generator, own, options, target, run_processes).await?;
+        Ran::kept(healed, None)
     }
 
     /// Nobody passed `enter` or `leave` early, and which rounds stalled after the last fault

@@ -23,6 +23,7 @@ use crate::history::Op;
 pub const ENTRY: Entry = Entry {
     name: "counter",
     build: |file| Ok(Box::new(CounterWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// Settings of the counter workload (the `counter` section of `workloads/counter.yaml`).
@@ -68,7 +69,9 @@ impl CounterConfig {
     /// Checks the values; the error names the field.
     pub fn validate(&self) -> Result<(), String> {
         if self.mix.add == 0 {
-            return Err("counter.mix.add must be above 0: a counter nobody adds to tells nothing".into());
+            return Err(
+                "counter.mix.add must be above 0: a counter nobody adds to tells nothing".into(),
+            );
         }
         Ok(())
     }
@@ -92,13 +95,9 @@ impl Workload for CounterWorkload {
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
         let ops = ops::Counter::new(self.0.own, &target.run_id, rand::random())?;
         let options = self.0.session.client_options();
-        let summary =
+        let healed =
             crate::generator::run(&self.0.generator, Arc::new(ops), options, target).await?;
-        Ok(Ran {
-            summary: Some(serde_json::to_value(&summary)?),
-            heal_failures: summary.heal_failures,
-            releases: None,
-        })
+        Ran::kept(healed, None)
     }
 
     /// No lost or phantom increment, no read that went back; without a final read, unknown.

@@ -40,7 +40,8 @@ async fn counted(run_id: &str, versioned: bool, server: &ZkServer) -> (CounterRe
     let ops = Arc::new(Counter::new(cfg, run_id, 7).unwrap());
     let summary = run(&generator, ops, options(2000, 4000), target)
         .await
-        .unwrap();
+        .unwrap()
+        .summary;
     assert!(summary.ok > 100, "{summary:?}");
     let history = recorder.ops();
     (check_counter(&history), history)
@@ -56,8 +57,14 @@ async fn versioned_adds_keep_every_increment_and_blind_adds_are_caught() {
     let (blind, ops) = counted("blind", false, &server).await;
     assert!(!blind.valid, "{blind:?}");
     let lost = blind.counts.get("lost-increment").copied().unwrap_or(0);
-    assert!(lost > 0, "concurrent blind adds overwrote each other: {blind:?}");
+    assert!(
+        lost > 0,
+        "concurrent blind adds overwrote each other: {blind:?}"
+    );
     // The final total really is short of the acknowledged adds.
-    assert!(blind.final_value.unwrap() < blind.adds_ok as i64, "{blind:?}");
+    assert!(
+        blind.final_value.unwrap() < blind.adds_ok as i64,
+        "{blind:?}"
+    );
     assert!(ops.iter().any(|o| o.value == super::check::FINAL));
 }

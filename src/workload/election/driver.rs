@@ -15,27 +15,21 @@ use std::io;
 use std::sync::Arc;
 
 use serde::Serialize;
-use zookeeper_client::Client;
 
 use super::office::Office;
 use super::recipe::Recipe;
 use super::ElectionConfig;
-use crate::client::OpError;
-use crate::generator::{ended, DriverRun, HealReport, Next};
+use crate::client::{OpError, Session};
+use crate::generator::{ended, DriverRun, Next};
 use crate::history::Recorder;
-use crate::workload::rounds::{Processes, Rounds, Turn};
-use crate::workload::{HerdMeter, HerdStats};
+use crate::workload::rounds::{Rounds, Turn};
 
-/// What a election run does: its settings, slots, time and servers.
+/// What an election run does: its settings, slots, time and servers.
 pub type CandidateRun = DriverRun<ElectionConfig>;
 
-/// What an election run did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ElectionRunSummary {
-    /// The recipe's workload name, e.g. `election-fair`.
-    pub recipe: &'static str,
-    /// Process ids handed out (each a session).
-    pub processes: u64,
+/// What the candidates of an election run did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ElectionOutcome {
     /// Terms served (elections won).
     pub terms: u64,
     /// Terms that ended in a resignation that went through.
@@ -49,15 +43,8 @@ pub struct ElectionRunSummary {
     pub resign_failed: u64,
     /// Terms per candidate slot, in slot order.
     pub terms_per_candidate: Vec<u64>,
-    /// Watch notifications and reaction requests per leadership change (client side): a
-    /// change begins when a leader leaves office.
-    pub herd: HerdStats,
     /// The most leaders the controller's record had in office at once.
     pub max_in_office: u64,
-    /// The caller stopped the run before the time limit.
-    pub cancelled: bool,
-    /// Faults that could not be healed (run `stampede heal`); set by [`run`].
-    pub heal_failures: Vec<String>,
 }
 
 /// What one candidate slot did.
@@ -70,63 +57,57 @@ pub struct Tally {
     resign_failed: u64,
 }
 
-/// The candidates of an election run, as [`crate::workload::rounds::drive`] runs them: the recipe, its
-/// settings and the record of who is in office.
+/// The candidates of an election run, as [`rounds::drive`](crate::workload::rounds::drive)
+/// runs them: the recipe, its settings and the record of who is in office.
 pub struct Candidates {
     recipe: Recipe,
     cfg: ElectionConfig,
     office: Office,
 }
 
+impl Candidates {
+    /// Notes that `session`'s process failed to `f` (`campaign`, `resign`) with `e`; an
+    /// answer that proved acknowledged znodes gone goes on the record as a fact.
+    fn failed(&self, session: &Session, f: &str, e: OpError) -> io::Result<()> {
+        tracing::debug!(process = session.process, "{f}: {e}");
+        if let OpError::Lost(_) = e {
+            let node = session.node.clone();
+            self.office.lost(session.process, f, e.to_string(), node)?;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait::async_trait]
 impl Rounds for Candidates {
     type Config = ElectionConfig;
     type Tally = Tally;
-    type Summary = ElectionRunSummary;
+    type Outcome = ElectionOutcome;
     const NAMES: (&'static str, &'static str) = ("candidate", "recording a term in office");
 
-    fn start(run: &CandidateRun, recorder: Arc<Recorder>) -> anyhow::Result<(Self, HerdMeter)> {
+    fn start(run: &CandidateRun, recorder: Arc<Recorder>) -> anyhow::Result<Self> {
         run.cfg.validate().map_err(anyhow::Error::msg)?;
-        let candidates = Candidates {
+        Ok(Candidates {
             recipe: Recipe::new(run.cfg.recipe, &run.run_id)?,
             cfg: run.cfg.clone(),
             office: Office::new(recorder),
-        };
-        Ok((candidates, HerdMeter::default()))
+        })
     }
 
-    fn dir(&self) -> &str {
-        self.recipe.dir()
+    fn dirs(&self) -> Vec<String> {
+        self.recipe.dirs()
     }
 
-    async fn create(&self, client: &Client) -> Result<(), zookeeper_client::Error> {
-        self.recipe.setup(client).await
-    }
-
-    fn pause(&self) -> std::time::Duration {
-        self.cfg.pause.0
-    }
-
-    fn summary(
-        &self,
-        per_slot: &[Tally],
-        processes: &Processes,
-        cancelled: bool,
-    ) -> ElectionRunSummary {
+    fn outcome(&self, per_slot: &[Tally]) -> ElectionOutcome {
         let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
-        ElectionRunSummary {
-            recipe: self.cfg.recipe.workload_name(),
-            processes: processes.ids.count(),
+        ElectionOutcome {
             terms: sum(|t| t.terms),
             resigned: sum(|t| t.resigned),
             lost_in_office: sum(|t| t.lost_in_office),
             campaign_failed: sum(|t| t.campaign_failed),
             resign_failed: sum(|t| t.resign_failed),
             terms_per_candidate: per_slot.iter().map(|t| t.terms).collect(),
-            herd: processes.meter.stats(),
             max_in_office: self.office.max_in_office(),
-            cancelled,
-            heal_failures: Vec::new(),
         }
     }
 
@@ -143,13 +124,7 @@ impl Rounds for Candidates {
         let won = match campaign {
             Ok(won) => won,
             Err(e) => {
-                tracing::debug!(process = session.process, "campaign: {e}");
-                if let OpError::Lost(_) = e {
-                    let node = session.node.clone();
-                    self
-                        .office
-                        .lost(session.process, "campaign", e.to_string(), node)?;
-                }
+                self.failed(session, "campaign", e)?;
                 tally.campaign_failed += 1;
                 return Ok(Next::Retire);
             }
@@ -179,23 +154,10 @@ impl Rounds for Candidates {
                 Ok(Next::Again)
             }
             Err(e) => {
-                tracing::debug!(process = session.process, "resign: {e}");
-                if let OpError::Lost(_) = e {
-                    let node = session.node.clone();
-                    self
-                        .office
-                        .lost(session.process, "resign", e.to_string(), node)?;
-                }
+                self.failed(session, "resign", e)?;
                 tally.resign_failed += 1;
                 Ok(Next::Retire)
             }
         }
     }
 }
-
-impl HealReport for ElectionRunSummary {
-    fn set_heal_failures(&mut self, failures: Vec<String>) {
-        self.heal_failures = failures;
-    }
-}
-

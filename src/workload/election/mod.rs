@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Duration;
 use crate::workload::on_disconnect::OnDisconnect;
+use crate::workload::rounds::RecipeSection;
 
 pub use workload::ENTRY;
 
@@ -73,6 +74,16 @@ impl Default for ElectionConfig {
     }
 }
 
+impl RecipeSection for ElectionConfig {
+    fn workload_name(&self) -> &'static str {
+        self.recipe.workload_name()
+    }
+
+    fn pause(&self) -> std::time::Duration {
+        self.pause.0
+    }
+}
+
 impl ElectionConfig {
     /// Checks the values; the error names the field and what is wrong with it.
     pub fn validate(&self) -> Result<(), String> {
@@ -112,7 +123,12 @@ mod tests {
                 recipe,
                 ..ElectionConfig::default()
             };
-            assert_eq!(file.section::<ElectionConfig>(), Ok(expected), "{}", path.display());
+            assert_eq!(
+                file.section::<ElectionConfig>(),
+                Ok(expected),
+                "{}",
+                path.display()
+            );
             assert_eq!(file.session, crate::workload::SessionConfig::default());
             assert!(crate::workload::build(&file).is_ok());
         }

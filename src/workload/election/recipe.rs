@@ -9,7 +9,7 @@
 //!   acknowledgement node `leader` (ephemeral, holding its identity) before it acts as leader,
 //!   so it waits first for a previous leader's acknowledgement to disappear.
 
-use zookeeper_client::{Acls, Client, CreateMode, Error};
+use zookeeper_client::Client;
 
 use super::ElectionRecipe;
 use crate::client::{NoNodeIsLost, OpError};
@@ -48,9 +48,13 @@ impl Recipe {
         })
     }
 
-    /// The persistent znode the election's nodes live under.
-    pub fn dir(&self) -> &str {
-        &self.dir
+    /// The persistent znodes the election's nodes live under: its directory, and the fair
+    /// recipe's candidates.
+    pub fn dirs(&self) -> Vec<String> {
+        match self.kind {
+            ElectionRecipe::Unfair => vec![self.dir.clone()],
+            ElectionRecipe::Fair => vec![self.dir.clone(), self.candidates()],
+        }
     }
 
     /// The leader node (the unfair recipe's prize, the fair one's acknowledgement).
@@ -61,16 +65,6 @@ impl Recipe {
     /// The directory of the fair recipe's candidate nodes.
     fn candidates(&self) -> String {
         format!("{}/candidates", self.dir)
-    }
-
-    /// Creates the election's persistent znodes.
-    pub async fn setup(&self, client: &Client) -> Result<(), Error> {
-        let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        client.mkdir(&self.dir, &options).await?;
-        if self.kind == ElectionRecipe::Fair {
-            client.mkdir(&self.candidates(), &options).await?;
-        }
-        Ok(())
     }
 
     /// Campaigns until `client`'s session is elected; `identity` is stored in the nodes it

@@ -6,22 +6,22 @@ use anyhow::Context;
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
+use super::driver::Candidates;
 use super::ElectionConfig;
 use crate::checker::election::check_election;
 use crate::checker::liveness;
-use super::driver::Candidates;
-use crate::workload::rounds;
-use crate::generator::{self, GeneratorConfig, Target};
+use crate::generator::{GeneratorConfig, Target};
 use crate::history::Op;
+use crate::workload::rounds::{self, RecipeSection};
 use crate::workload::{
     into_map, liveness_summary, validity, Entry, Figures, Judged, Ran, Section, Settings, Workload,
-
 };
 
 /// The registry's entry.
 pub const ENTRY: Entry = Entry {
     name: "election",
     build: |file| Ok(Box::new(ElectionWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// An election workload of one workload file.
@@ -44,14 +44,7 @@ impl Workload for ElectionWorkload {
     }
 
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
-        let options = self.0.session.client_options();
-        let (generator, own) = (&self.0.generator, &self.0.own);
-        let summary = generator::drive(generator, own, options, target, rounds::drive::<Candidates>).await?;
-        Ok(Ran {
-            heal_failures: summary.heal_failures.clone(),
-            releases: Some(summary.herd.releases),
-            summary: Some(serde_json::to_value(&summary)?),
-        })
+        rounds::run::<Candidates>(&self.0, target).await
     }
 
     /// Never two leaders in office at once, never an empty office for long once the faults
@@ -80,6 +73,6 @@ impl Workload for ElectionWorkload {
 
     fn figures(&self, checks: &Map<String, Value>) -> Figures {
         let contenders = self.0.generator.concurrency as u64;
-        Figures::of_recipe(checks, self.0.own.recipe.workload_name(), contenders)
+        Figures::of_recipe(checks, self.0.own.workload_name(), contenders)
     }
 }

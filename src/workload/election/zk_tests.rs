@@ -2,17 +2,14 @@
 //! two leaders) and live (leadership changes often, every candidate leads) without faults, and
 //! safe with failovers measured when the server is killed under the leader.
 
-use std::sync::Arc;
-
-use super::driver::{Candidates, ElectionRunSummary};
-use crate::workload::rounds;
+use super::driver::{Candidates, ElectionOutcome};
 use super::{ElectionConfig, ElectionRecipe};
 use crate::checker::election::check_election;
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
-use crate::history::{Op, OpType, Recorder};
-use crate::generator::drive;
-use crate::workload::test_runs::{faulted, killable_server, ms, options, run_faulted, run_quiet};
+use crate::history::{Op, OpType};
+use crate::workload::rounds::{self, RoundsSummary};
+use crate::workload::test_runs::{ms, run_quiet, run_through_kills};
 
 /// Runs `recipe` with `candidates` for `secs` seconds and a short tenure.
 async fn run(
@@ -20,7 +17,7 @@ async fn run(
     candidates: usize,
     secs: u64,
     endpoint: NodeEndpoint,
-) -> (ElectionRunSummary, Vec<Op>) {
+) -> (RoundsSummary<ElectionOutcome>, Vec<Op>) {
     let cfg = ElectionConfig {
         recipe,
         tenure: ms(60),
@@ -28,7 +25,15 @@ async fn run(
         ..ElectionConfig::default()
     };
     let run_id = format!("safe-{}", recipe.workload_name());
-    run_quiet(cfg, candidates, secs, &run_id, endpoint, rounds::drive::<Candidates>).await
+    run_quiet(
+        cfg,
+        candidates,
+        secs,
+        &run_id,
+        endpoint,
+        rounds::drive::<Candidates>,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,20 +57,20 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
             summary.herd
         );
         assert!(verdict.valid, "{name}: {:?}", verdict.overlaps);
-        assert_eq!(summary.max_in_office, 1, "{name}: {summary:?}");
-        assert_eq!(verdict.terms, summary.terms, "{name}");
+        assert_eq!(summary.own.max_in_office, 1, "{name}: {summary:?}");
+        assert_eq!(verdict.terms, summary.own.terms, "{name}");
         assert!(verdict.terms_per_leader.len() >= 3, "{name}: {verdict:?}");
         assert!(
-            summary.terms_per_candidate.iter().all(|&n| n > 0),
+            summary.own.terms_per_candidate.iter().all(|&n| n > 0),
             "{name}: a candidate was never elected: {summary:?}"
         );
         assert!(verdict.terms > 20, "{name}: only {} terms", verdict.terms);
         assert_eq!(
             (
                 summary.processes,
-                summary.campaign_failed,
-                summary.lost_in_office,
-                summary.resign_failed
+                summary.own.campaign_failed,
+                summary.own.lost_in_office,
+                summary.own.resign_failed
             ),
             (5, 0, 0, 0),
             "{name}: {summary:?}"
@@ -85,25 +90,17 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
-    let (_server, endpoint, kill) = killable_server();
-    let generator = faulted(4, 12000, 2000, 2000);
     let cfg = ElectionConfig {
         recipe: ElectionRecipe::Fair,
         tenure: ms(300),
         pause: ms(30),
         ..ElectionConfig::default()
     };
-    let recorder = Arc::new(Recorder::in_memory());
-    let running = |target| drive(&generator, &cfg, options(1000, 3000), target, rounds::drive::<Candidates>);
-    let summary = run_faulted("kill", vec![endpoint], vec![kill], &recorder, running).await;
-    assert!(summary.heal_failures.is_empty(), "{summary:?}");
-    let ops = recorder.ops();
-    let kills = ops.iter().filter(|o| o.f == "start-kill").count();
-    assert!(kills >= 2, "the server was killed during the run");
+    let (summary, ops) = run_through_kills(cfg, rounds::drive::<Candidates>).await;
     let verdict = check_election(&ops).unwrap();
     eprintln!("kill: {summary:?}\n{verdict:?}");
     assert!(verdict.valid, "{:?}", verdict.overlaps);
-    assert_eq!(summary.max_in_office, 1, "{summary:?}");
+    assert_eq!(summary.own.max_in_office, 1, "{summary:?}");
     assert!(verdict.terms_lost >= 1, "a leader lost office: {verdict:?}");
     assert!(verdict.failover_after_loss.count >= 1, "{verdict:?}");
     // Failover after a kill waits for the restart: far longer than a resignation's.

@@ -15,28 +15,23 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use zookeeper_client::Client;
 
 use super::holder::Holder;
 use super::recipe::Recipe;
 use super::resource::Resource;
 use super::{lock_latencies, LockConfig, LockLatencies, RecipeKind, ResourceStats};
 use crate::client::classify;
-use crate::generator::{ended, DriverRun, HealReport, Next};
+use crate::generator::{ended, DriverRun, Next};
 use crate::history::{Meta, OpType, Process, Recorder};
-use crate::workload::rounds::{Processes, Rounds, Turn};
-use crate::workload::{HerdMeter, HerdStats};
+use crate::workload::rounds::{Rounds, Turn};
+use crate::workload::HerdMeter;
 
 /// What a lock run does: its settings, slots, time and servers.
 pub type ContenderRun = DriverRun<LockConfig>;
 
-/// What a lock run did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LockRunSummary {
-    /// The recipe's workload name, e.g. `lock-sequential`.
-    pub recipe: &'static str,
-    /// Process ids handed out (each a session).
-    pub processes: u64,
+/// What the contenders of a lock run did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LockOutcome {
     /// Acquisitions that ended `ok`.
     pub acquired: u64,
     /// Acquisitions that ended `fail`.
@@ -54,16 +49,10 @@ pub struct LockRunSummary {
     pub reentries: u64,
     /// Acquisitions per contender slot, in slot order.
     pub acquisitions_per_contender: Vec<u64>,
-    /// Watch notifications and reaction requests per release (client side).
-    pub herd: HerdStats,
     /// Acquire and hand-off latencies.
     pub latency: LockLatencies,
     /// What the protected resource saw.
     pub resource: ResourceStats,
-    /// The caller stopped the run before the time limit.
-    pub cancelled: bool,
-    /// Faults that could not be healed (run `stampede heal`); set by [`run`].
-    pub heal_failures: Vec<String>,
 }
 
 /// What one contender slot did.
@@ -78,8 +67,8 @@ pub struct Tally {
     reentries: u64,
 }
 
-/// The contenders of a lock run, as [`crate::workload::rounds::drive`] runs them: the recipe, its settings,
-/// the history and the protected resource they share.
+/// The contenders of a lock run, as [`rounds::drive`](crate::workload::rounds::drive) runs
+/// them: the recipe, its settings, the history and the protected resource they share.
 pub struct Contenders {
     recipe: Recipe,
     cfg: LockConfig,
@@ -91,41 +80,34 @@ pub struct Contenders {
 impl Rounds for Contenders {
     type Config = LockConfig;
     type Tally = Tally;
-    type Summary = LockRunSummary;
+    type Outcome = LockOutcome;
     const NAMES: (&'static str, &'static str) = ("contender", "recording a lock operation");
 
-    fn start(run: &ContenderRun, recorder: Arc<Recorder>) -> anyhow::Result<(Self, HerdMeter)> {
+    fn start(run: &ContenderRun, recorder: Arc<Recorder>) -> anyhow::Result<Self> {
         run.cfg.validate().map_err(anyhow::Error::msg)?;
-        let meter = match run.cfg.recipe {
-            RecipeKind::Crate => HerdMeter::uncounted(),
-            _ => HerdMeter::default(),
-        };
-        let contenders = Contenders {
+        Ok(Contenders {
             recipe: Recipe::new(run.cfg.recipe, &run.run_id)?,
             cfg: run.cfg.clone(),
             resource: Resource::new(recorder.clone(), run.cfg.fencing),
             recorder,
-        };
-        Ok((contenders, meter))
+        })
     }
 
-    fn dir(&self) -> &str {
-        self.recipe.dir()
+    /// The crate's own lock waits where the meter cannot see: it counts releases only.
+    fn meter(&self) -> HerdMeter {
+        match self.cfg.recipe {
+            RecipeKind::Crate => HerdMeter::uncounted(),
+            _ => HerdMeter::default(),
+        }
     }
 
-    async fn create(&self, client: &Client) -> Result<(), zookeeper_client::Error> {
-        self.recipe.setup(client).await
+    fn dirs(&self) -> Vec<String> {
+        self.recipe.dirs()
     }
 
-    fn pause(&self) -> std::time::Duration {
-        self.cfg.pause.0
-    }
-
-    fn summary(&self, per_slot: &[Tally], processes: &Processes, cancelled: bool) -> LockRunSummary {
+    fn outcome(&self, per_slot: &[Tally]) -> LockOutcome {
         let sum = |f: fn(&Tally) -> u64| per_slot.iter().map(f).sum::<u64>();
-        LockRunSummary {
-            recipe: self.cfg.recipe.workload_name(),
-            processes: processes.ids.count(),
+        LockOutcome {
             acquired: sum(|t| t.acquired),
             acquire_failed: sum(|t| t.acquire_failed),
             acquire_info: sum(|t| t.acquire_info),
@@ -134,11 +116,8 @@ impl Rounds for Contenders {
             lost_while_holding: sum(|t| t.lost_while_holding),
             reentries: sum(|t| t.reentries),
             acquisitions_per_contender: per_slot.iter().map(|t| t.acquired).collect(),
-            herd: processes.meter.stats(),
             latency: lock_latencies(&self.recorder.ops()),
             resource: self.resource.stats(),
-            cancelled,
-            heal_failures: Vec::new(),
         }
     }
 
@@ -206,11 +185,7 @@ impl Rounds for Contenders {
         }
         turn.processes.meter.released();
         let mut req = turn.processes.requests();
-        match self
-            .recipe
-            .release(&session.client, &held, &mut req)
-            .await
-        {
+        match self.recipe.release(&session.client, &held, &mut req).await {
             Ok(()) => {
                 record(OpType::Ok, "release", Value::Null, meta)?;
                 tally.released += 1;
@@ -225,10 +200,3 @@ impl Rounds for Contenders {
         }
     }
 }
-
-impl HealReport for LockRunSummary {
-    fn set_heal_failures(&mut self, failures: Vec<String>) {
-        self.heal_failures = failures;
-    }
-}
-

@@ -24,10 +24,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Duration;
 use crate::workload::on_disconnect::OnDisconnect;
+use crate::workload::rounds::RecipeSection;
 
-pub use workload::ENTRY;
 pub use latency::{lock_latencies, LockLatencies};
 pub use resource::ResourceStats;
+pub use workload::ENTRY;
 
 /// Which lock recipe the contenders use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -104,6 +105,16 @@ impl Default for LockConfig {
     }
 }
 
+impl RecipeSection for LockConfig {
+    fn workload_name(&self) -> &'static str {
+        self.recipe.workload_name()
+    }
+
+    fn pause(&self) -> std::time::Duration {
+        self.pause.0
+    }
+}
+
 impl LockConfig {
     /// Checks the values; the error names the field and what is wrong with it.
     pub fn validate(&self) -> Result<(), String> {
@@ -149,7 +160,12 @@ mod tests {
                 recipe,
                 ..LockConfig::default()
             };
-            assert_eq!(file.section::<LockConfig>(), Ok(expected), "{}", path.display());
+            assert_eq!(
+                file.section::<LockConfig>(),
+                Ok(expected),
+                "{}",
+                path.display()
+            );
             assert_eq!(file.session, crate::workload::SessionConfig::default());
             assert!(crate::workload::build(&file).is_ok());
         }

@@ -4,7 +4,7 @@
 //! sequential children ([`ephemeral::Line`]), watching their predecessor or, in the herd, the
 //! whole children list, with protection finding their child again after a lost create answer.
 
-use zookeeper_client::{Acls, Client, CreateMode, Error};
+use zookeeper_client::Client;
 
 use super::{client_crate, single_node, RecipeKind};
 use crate::client::{NoNodeIsLost, OpError};
@@ -34,9 +34,9 @@ impl Recipe {
         })
     }
 
-    /// The persistent znode the lock's nodes live under.
-    pub fn dir(&self) -> &str {
-        &self.dir
+    /// The persistent znodes the lock's nodes live under: its directory.
+    pub fn dirs(&self) -> Vec<String> {
+        vec![self.dir.clone()]
     }
 
     /// The lock's directory, as the recipes name it in facts of lost state.
@@ -45,16 +45,6 @@ impl Recipe {
             path: &self.dir,
             recipe: "lock",
         }
-    }
-
-    /// Creates the lock's parent znodes.
-    pub async fn setup(&self, client: &Client) -> Result<(), Error> {
-        client
-            .mkdir(
-                &self.dir,
-                &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-            )
-            .await
     }
 
     /// Waits until `client`'s session holds the lock (the node it owns, whose czxid is the

@@ -6,23 +6,24 @@ use anyhow::Context;
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
+use super::driver::Contenders;
 use super::LockConfig;
 use crate::checker::liveness;
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::CheckOptions;
-use super::driver::Contenders;
-use crate::workload::rounds;
-use crate::generator::{self, GeneratorConfig, Target};
+use crate::generator::{GeneratorConfig, Target};
 use crate::history::Op;
+use crate::workload::rounds::{self, RecipeSection};
 use crate::workload::{
-    counterexample_ops, into_map, liveness_summary, validity, Entry, Figures, Judged, Ran,
-    Section, Settings, Workload,
+    counterexample_ops, into_map, liveness_summary, validity, Entry, Figures, Judged, Ran, Section,
+    Settings, Workload,
 };
 
 /// The registry's entry.
 pub const ENTRY: Entry = Entry {
     name: "lock",
     build: |file| Ok(Box::new(LockWorkload(Settings::read(file)?))),
+    sweeps_contenders: true,
 };
 
 /// A lock workload of one workload file.
@@ -44,19 +45,8 @@ impl Workload for LockWorkload {
         Some("hold")
     }
 
-    fn sweeps_contenders(&self) -> bool {
-        true
-    }
-
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
-        let options = self.0.session.client_options();
-        let (generator, own) = (&self.0.generator, &self.0.own);
-        let summary = generator::drive(generator, own, options, target, rounds::drive::<Contenders>).await?;
-        Ok(Ran {
-            heal_failures: summary.heal_failures.clone(),
-            releases: Some(summary.herd.releases),
-            summary: Some(serde_json::to_value(&summary)?),
-        })
+        rounds::run::<Contenders>(&self.0, target).await
     }
 
     /// No overlapping critical sections, acquire/release linearizable against
@@ -86,6 +76,6 @@ impl Workload for LockWorkload {
 
     fn figures(&self, checks: &Map<String, Value>) -> Figures {
         let contenders = self.0.generator.concurrency as u64;
-        Figures::of_recipe(checks, self.0.own.recipe.workload_name(), contenders)
+        Figures::of_recipe(checks, self.0.own.workload_name(), contenders)
     }
 }

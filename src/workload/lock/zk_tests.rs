@@ -6,11 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-
 use super::cut_proxy::CutProxy;
-use super::driver::Contenders;
-use crate::workload::rounds;
-use super::driver::LockRunSummary;
+use super::driver::{Contenders, LockOutcome};
 use super::{LockConfig, OnDisconnect, RecipeKind};
 use crate::checker::liveness::{self, LivenessOptions};
 use crate::checker::mutex_overlap::check_lock_history;
@@ -18,10 +15,11 @@ use crate::checker::result::Validity;
 use crate::checker::CheckOptions;
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
-use crate::history::{Op, Recorder};
 use crate::generator::drive;
+use crate::history::{Op, Recorder};
 use crate::nemesis::Nemesis;
-use crate::workload::test_runs::{faulted, killable_server, ms, options, run_faulted, run_quiet};
+use crate::workload::rounds::{self, RoundsSummary};
+use crate::workload::test_runs::{faulted, ms, options, run_faulted, run_quiet, run_through_kills};
 
 fn quick(recipe: RecipeKind, reentrant: bool) -> LockConfig {
     LockConfig {
@@ -36,7 +34,7 @@ fn quick(recipe: RecipeKind, reentrant: bool) -> LockConfig {
 
 /// Asserts no overlap and clean rounds; with `every_contender`, that each contender acquired
 /// at least once (the single-node lock is unfair: with many contenders one may starve).
-fn assert_safe_and_live(summary: &LockRunSummary, ops: &[Op], every_contender: bool) {
+fn assert_safe_and_live(summary: &RoundsSummary<LockOutcome>, ops: &[Op], every_contender: bool) {
     let name = summary.recipe;
     let opts = CheckOptions {
         time_limit: Some(Duration::from_secs(30)),
@@ -46,31 +44,42 @@ fn assert_safe_and_live(summary: &LockRunSummary, ops: &[Op], every_contender: b
     assert_eq!(verdict.valid, Validity::Valid, "{name}: {verdict:?}");
     let holds = verdict.mutual_exclusion.holds;
     assert!(holds > 20, "{name}: only {holds} holds");
-    assert_eq!(summary.resource.max_inside, 1, "{name}: {summary:?}");
-    assert_eq!(summary.resource.lost_updates, 0, "{name}: {summary:?}");
-    assert_eq!(summary.resource.stale_rejected, 0, "{name}: {summary:?}");
+    assert_eq!(summary.own.resource.max_inside, 1, "{name}: {summary:?}");
+    assert_eq!(summary.own.resource.lost_updates, 0, "{name}: {summary:?}");
+    assert_eq!(
+        summary.own.resource.stale_rejected, 0,
+        "{name}: {summary:?}"
+    );
     assert!(
-        !every_contender || summary.acquisitions_per_contender.iter().all(|&n| n > 0),
+        !every_contender
+            || summary
+                .own
+                .acquisitions_per_contender
+                .iter()
+                .all(|&n| n > 0),
         "{name}: a contender never acquired: {:?}",
-        summary.acquisitions_per_contender
+        summary.own.acquisitions_per_contender
     );
     assert_eq!(
         (
-            summary.acquire_failed,
-            summary.lost_while_holding,
-            summary.release_info
+            summary.own.acquire_failed,
+            summary.own.lost_while_holding,
+            summary.own.release_info
         ),
         (0, 0, 0),
         "{name}: {summary:?}"
     );
-    assert_eq!(summary.acquired, summary.released, "{name}: {summary:?}");
-    let latency = summary.latency;
     assert_eq!(
-        latency.acquire.count, summary.acquired,
+        summary.own.acquired, summary.own.released,
+        "{name}: {summary:?}"
+    );
+    let latency = summary.own.latency;
+    assert_eq!(
+        latency.acquire.count, summary.own.acquired,
         "{name}: {latency:?}"
     );
     assert!(
-        latency.handoff.count + 1 >= summary.released,
+        latency.handoff.count + 1 >= summary.own.released,
         "{name}: {latency:?}"
     );
     assert!(
@@ -122,13 +131,15 @@ async fn every_lock_recipe_is_safe_and_live_without_faults() {
         let reentrant = recipe != RecipeKind::Sequential;
         let run_id = format!("safe-{}", recipe.workload_name());
         let cfg = quick(recipe, reentrant);
-        tokio::spawn(async move { run_quiet(cfg, 5, 8, &run_id, endpoint, rounds::drive::<Contenders>).await })
+        tokio::spawn(async move {
+            run_quiet(cfg, 5, 8, &run_id, endpoint, rounds::drive::<Contenders>).await
+        })
     });
     for joined in runs {
         let (summary, ops) = joined.await.unwrap();
         assert_safe_and_live(&summary, &ops, true);
         if summary.recipe != "lock-sequential" {
-            assert_eq!(summary.reentries, summary.acquired, "{summary:?}");
+            assert_eq!(summary.own.reentries, summary.own.acquired, "{summary:?}");
         }
     }
 }
@@ -145,7 +156,9 @@ async fn naive_recipes_notify_ten_times_more_per_release_than_the_sequential_loc
         let endpoint = server.endpoint();
         let run_id = format!("herd-{}", recipe.workload_name());
         let cfg = quick(recipe, false);
-        tokio::spawn(async move { run_quiet(cfg, 20, 8, &run_id, endpoint, rounds::drive::<Contenders>).await })
+        tokio::spawn(async move {
+            run_quiet(cfg, 20, 8, &run_id, endpoint, rounds::drive::<Contenders>).await
+        })
     });
     let mut per_release = std::collections::BTreeMap::new();
     for joined in runs {
@@ -155,7 +168,7 @@ async fn naive_recipes_notify_ten_times_more_per_release_than_the_sequential_loc
         assert!(summary.herd.releases >= 20, "{summary:?}");
         eprintln!(
             "{}: {:?} {:?}",
-            summary.recipe, summary.herd, summary.latency
+            summary.recipe, summary.herd, summary.own.latency
         );
         per_release.insert(summary.recipe, summary.herd);
     }
@@ -216,7 +229,10 @@ impl Nemesis for IsolateHolder {
 
 /// Two contenders, each behind its own proxy; the holder's proxy is cut for longer than the
 /// session timeout while it holds the lock for longer still.
-async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRunSummary, Vec<Op>) {
+async fn isolate_the_holder(
+    policy: OnDisconnect,
+    server: &ZkServer,
+) -> (RoundsSummary<LockOutcome>, Vec<Op>) {
     let upstream = format!("127.0.0.1:{}", server.endpoint().port)
         .parse()
         .unwrap();
@@ -248,9 +264,16 @@ async fn isolate_the_holder(policy: OnDisconnect, server: &ZkServer) -> (LockRun
     };
     let run_id = format!("isolate-{policy:?}");
     let nemeses = vec![nemesis];
-    let running = |target| drive(&generator, &cfg, options(1000, 2000), target, rounds::drive::<Contenders>);
+    let running = |target| {
+        drive(
+            &generator,
+            &cfg,
+            options(1000, 2000),
+            target,
+            rounds::drive::<Contenders>,
+        )
+    };
     let summary = run_faulted(&run_id, endpoints, nemeses, &recorder, running).await;
-    assert!(summary.heal_failures.is_empty(), "{summary:?}");
     (summary, recorder.ops())
 }
 
@@ -274,42 +297,37 @@ async fn a_holder_that_keeps_the_lock_while_isolated_overlaps_and_is_caught() {
         overlaps.iter().all(|o| o.nemesis == ["partition"]),
         "{overlaps:?}"
     );
-    assert!(summary.resource.max_inside >= 2, "{summary:?}");
+    assert!(summary.own.resource.max_inside >= 2, "{summary:?}");
     eprintln!("keep: {overlaps:?}");
 
     let (summary, ops) = assume_lost;
     let verdict = check_lock_history(&ops, true, &opts).unwrap();
     assert_eq!(verdict.valid, Validity::Valid, "assume-lost: {verdict:?}");
-    assert!(summary.lost_while_holding >= 1, "assume-lost: {summary:?}");
-    assert_eq!(summary.resource.max_inside, 1, "{summary:?}");
+    assert!(
+        summary.own.lost_while_holding >= 1,
+        "assume-lost: {summary:?}"
+    );
+    assert_eq!(summary.own.resource.max_inside, 1, "{summary:?}");
 }
 
 /// Runs `recipe` (assume-lost) with 4 contenders on its own server, killed and restarted in
 /// turn, and checks the history.
 async fn through_kills(recipe: RecipeKind) {
-    let (_server, endpoint, kill) = killable_server();
-    let generator = faulted(4, 12000, 2000, 2000);
     let cfg = quick(recipe, false);
-    let recorder = Arc::new(Recorder::in_memory());
-    let running = |target| drive(&generator, &cfg, options(1000, 3000), target, rounds::drive::<Contenders>);
-    let summary = run_faulted("kill", vec![endpoint], vec![kill], &recorder, running).await;
+    let (summary, ops) = run_through_kills(cfg, rounds::drive::<Contenders>).await;
     let name = summary.recipe;
-    assert!(summary.heal_failures.is_empty(), "{name}: {summary:?}");
-    let ops = recorder.ops();
-    let kills = ops.iter().filter(|o| o.f == "start-kill").count();
-    assert!(kills >= 2, "{name}: the server was killed during the run");
     let opts = CheckOptions {
         time_limit: Some(Duration::from_secs(30)),
         ..CheckOptions::default()
     };
     let verdict = check_lock_history(&ops, true, &opts).unwrap();
     assert_eq!(verdict.valid, Validity::Valid, "{name}: {verdict:?}");
-    assert_eq!(summary.resource.max_inside, 1, "{name}: {summary:?}");
+    assert_eq!(summary.own.resource.max_inside, 1, "{name}: {summary:?}");
     assert!(
-        summary.acquire_info + summary.release_info > 0,
+        summary.own.acquire_info + summary.own.release_info > 0,
         "{name}: {summary:?}"
     );
-    assert!(summary.acquired > 10, "{name}: {summary:?}");
+    assert!(summary.own.acquired > 10, "{name}: {summary:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

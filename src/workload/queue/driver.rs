@@ -23,11 +23,11 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::check::{DEQUEUE, EMPTY, ENQUEUE};
 use super::recipe::{Queue, Take};
 use super::QueueConfig;
-use super::check::{DEQUEUE, EMPTY, ENQUEUE};
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
-use crate::generator::{self, ended, GeneratorConfig, Next, Slot, Target};
+use crate::generator::{self, ended, GeneratorConfig, Healed, Next, Slot, Target};
 use crate::history::{Meta, OpType, Process, Recorder};
 use crate::workload::{HerdMeter, HerdStats, Requests};
 
@@ -65,8 +65,6 @@ pub struct QueueRunSummary {
     pub herd: HerdStats,
     /// The caller stopped the run before the time limit (no drain then).
     pub cancelled: bool,
-    /// Faults that could not be healed (run `stampede heal`).
-    pub heal_failures: Vec<String>,
 }
 
 /// What one slot did in one phase.
@@ -148,14 +146,14 @@ struct Shared {
 /// stops the target's nemeses in turn, heals every fault, then drains the queue with the
 /// consumer slots (for at most `cfg.drain_timeout`). The target's cancel signal (Ctrl-C) ends
 /// the run early, without a drain; no fault is left active on return, and heals that failed
-/// are listed in the summary. Fails if the setup session cannot be opened or the history
+/// are listed beside the summary. Fails if the setup session cannot be opened or the history
 /// cannot be written.
 pub async fn run(
     gen: &GeneratorConfig,
     cfg: &QueueConfig,
     options: ClientOptions,
     target: Target,
-) -> anyhow::Result<QueueRunSummary> {
+) -> anyhow::Result<Healed<QueueRunSummary>> {
     gen.validate().map_err(anyhow::Error::msg)?;
     cfg.validate(gen.concurrency).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(
@@ -191,8 +189,11 @@ pub async fn run(
         phase(&shared, &slots, Phase::Main, deadline, cancel)
     };
     let cancel = target.cancel;
-    let (main_tallies, heal_failures) =
-        generator::with_faults(gen, target.nemeses, target.recorder, cancel.clone(), main).await?;
+    let main = generator::with_faults(gen, target.nemeses, target.recorder, cancel.clone(), main);
+    let Healed {
+        summary: main_tallies,
+        heal_failures,
+    } = main.await?;
     let cancelled = *cancel.borrow();
     let drain_start = Instant::now();
     let drain_tallies = match cancelled {
@@ -210,7 +211,7 @@ pub async fn run(
     let drain_ms = drain_start.elapsed().as_secs_f64() * 1000.0;
     let drained = Tally::sum(&drain_tallies);
     let total = Tally::sum(main_tallies.iter().chain(&drain_tallies));
-    Ok(QueueRunSummary {
+    let summary = QueueRunSummary {
         processes: shared.ids.count(),
         producers: cfg.producers,
         consumers: gen.concurrency - cfg.producers,
@@ -226,6 +227,9 @@ pub async fn run(
         drain_ms,
         herd: shared.meter.stats(),
         cancelled,
+    };
+    Ok(Healed {
+        summary,
         heal_failures,
     })
 }

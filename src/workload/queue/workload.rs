@@ -16,6 +16,7 @@ use crate::workload::{into_map, Entry, Judged, Ran, Section, Settings, Workload}
 pub const ENTRY: Entry = Entry {
     name: "queue",
     build: |file| Ok(Box::new(QueueWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// The queue workload of one workload file.
@@ -35,12 +36,8 @@ impl Workload for QueueWorkload {
 
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
         let options = self.0.session.client_options();
-        let summary = super::driver::run(&self.0.generator, &self.0.own, options, target).await?;
-        Ok(Ran {
-            heal_failures: summary.heal_failures.clone(),
-            summary: Some(serde_json::to_value(&summary)?),
-            releases: None,
-        })
+        let healed = super::driver::run(&self.0.generator, &self.0.own, options, target).await?;
+        Ran::kept(healed, None)
     }
 
     /// Every acknowledged value dequeued exactly once, nothing dequeued that was not

@@ -2,9 +2,9 @@
 //! (`read`, `write`, and `cas` = setData with an expected version), driven by the generator;
 //! its history is checked for linearizability per key and for ZooKeeper's own guarantees.
 
-mod ops;
 #[cfg(test)]
 mod generator_tests;
+mod ops;
 
 use std::sync::Arc;
 
@@ -26,6 +26,7 @@ pub use ops::{Register, RegisterConfig};
 pub const ENTRY: Entry = Entry {
     name: "register",
     build: |file| Ok(Box::new(RegisterWorkload(Settings::read(file)?))),
+    sweeps_contenders: false,
 };
 
 /// The register workload of one workload file.
@@ -46,11 +47,11 @@ impl Workload for RegisterWorkload {
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
         let ops = Register::new(self.0.own.clone(), &target.run_id, rand::random())?;
         let options = self.0.session.client_options();
-        let summary =
+        let healed =
             crate::generator::run(&self.0.generator, Arc::new(ops), options, target).await?;
         Ok(Ran {
             summary: None,
-            heal_failures: summary.heal_failures,
+            heal_failures: healed.heal_failures,
             releases: None,
         })
     }
