@@ -108,7 +108,10 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/barrier.yaml");
         let file: WorkloadFile = crate::config::load(&path).unwrap();
         assert_eq!(file.workload, "barrier");
-        assert_eq!(file.section::<BarrierConfig>().unwrap(), BarrierConfig::default());
+        assert_eq!(
+            file.section::<BarrierConfig>().unwrap(),
+            BarrierConfig::default()
+        );
         assert_eq!(file.session, crate::workload::SessionConfig::default());
         assert_eq!(file.generator, crate::generator::GeneratorConfig::default());
         assert!(crate::workload::build(&file).is_ok());

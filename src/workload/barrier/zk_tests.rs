@@ -10,11 +10,11 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::check::{check_barrier, BarrierReport};
+use super::driver::BarrierRunSummary;
 use super::driver::{drive, BarrierRun};
 use super::recipe::{Flaw, Recipe};
-use super::driver::BarrierRunSummary;
 use super::BarrierConfig;
-use super::check::{check_barrier, BarrierReport};
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
 use crate::history::{Meta, OpType, Process, Recorder, ABANDONED};

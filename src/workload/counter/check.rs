@@ -154,9 +154,7 @@ pub fn check_counter(ops: &[Op]) -> CounterReport {
                             "lost-increment",
                             op,
                             process,
-                            format!(
-                                "final read {total} with {done} adds acknowledged before it"
-                            ),
+                            format!("final read {total} with {done} adds acknowledged before it"),
                         );
                     }
                 }
@@ -169,7 +167,13 @@ pub fn check_counter(ops: &[Op]) -> CounterReport {
 }
 
 /// Notes that `process` saw `total`; a total below one it saw before went back.
-fn see(report: &mut CounterReport, seen: &mut HashMap<u64, i64>, op: &Op, process: u64, total: i64) {
+fn see(
+    report: &mut CounterReport,
+    seen: &mut HashMap<u64, i64>,
+    op: &Op,
+    process: u64,
+    total: i64,
+) {
     let highest = seen.entry(process).or_insert(total);
     if total < *highest {
         let before = *highest;
@@ -224,7 +228,10 @@ mod tests {
     fn a_counter_that_kept_every_increment_is_valid() {
         let report = check_counter(&run("3"));
         assert!(report.valid && report.final_read, "{report:?}");
-        assert_eq!((report.adds_ok, report.reads, report.final_value), (3, 2, Some(3)));
+        assert_eq!(
+            (report.adds_ok, report.reads, report.final_value),
+            (3, 2, Some(3))
+        );
     }
 
     #[test]
@@ -242,7 +249,9 @@ mod tests {
         lines.extend(add(2, "1"));
         let report = check_counter(&history(&lines));
         assert_eq!(report.counts["lost-increment"], 1, "{report:?}");
-        assert!(report.anomalies["lost-increment"][0].what.contains("produced total 1"));
+        assert!(report.anomalies["lost-increment"][0]
+            .what
+            .contains("produced total 1"));
     }
 
     #[test]

@@ -83,7 +83,10 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/queue.yaml");
         let file: crate::workload::WorkloadFile = crate::config::load(&path).unwrap();
         assert_eq!(file.workload, "queue");
-        assert_eq!(file.section::<QueueConfig>().unwrap(), QueueConfig::default());
+        assert_eq!(
+            file.section::<QueueConfig>().unwrap(),
+            QueueConfig::default()
+        );
         assert_eq!(file.session, crate::workload::SessionConfig::default());
         assert_eq!(file.generator, crate::generator::GeneratorConfig::default());
         assert!(crate::workload::build(&file).is_ok());

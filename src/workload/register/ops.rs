@@ -10,12 +10,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use anyhow::Context;
+use async_trait::async_trait;
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error, Stat};
 
 use crate::client::OpError;
@@ -210,8 +210,7 @@ impl Operations for Register {
             .mkdir(&self.root, &options)
             .await
             .with_context(|| format!("creating {}", self.root))?;
-        let supply =
-            KeyRotation::supply_for(self.cfg.keys_at_once, self.cfg.ops_per_key, max_ops);
+        let supply = KeyRotation::supply_for(self.cfg.keys_at_once, self.cfg.ops_per_key, max_ops);
         let paths: Vec<String> = (0..supply).map(|k| self.path(&k.to_string())).collect();
         for chunk in paths.chunks(1000) {
             // Requests are sent when created, so a chunk is pipelined in one round trip.
@@ -220,13 +219,12 @@ impl Operations for Register {
                 .map(|p| (p, client.create(p, &[], &options)))
                 .collect();
             for (path, created) in pending {
-                created.await.with_context(|| {
-                    format!("creating key znode {path} (is the run id fresh?)")
-                })?;
+                created
+                    .await
+                    .with_context(|| format!("creating key znode {path} (is the run id fresh?)"))?;
             }
         }
-        self.state().keys =
-            KeyRotation::new(self.cfg.keys_at_once, self.cfg.ops_per_key, supply);
+        self.state().keys = KeyRotation::new(self.cfg.keys_at_once, self.cfg.ops_per_key, supply);
         tracing::debug!(root = %self.root, keys = supply, "register keys created");
         Ok(())
     }
