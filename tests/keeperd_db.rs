@@ -4,7 +4,8 @@
 //! under kill -9 and SIGSTOP is valid. Then, for each classic replication bug keeperd can be
 //! built with (cargo feature `failpoints`), a run with the faults that expose it is judged
 //! INVALID with the anomaly the bug causes; so is a keeperd whose members forget their data
-//! at every start (`forget-on-start`), killed all at once.
+//! at every start (`forget-on-start`), killed all at once; and a follower that serves one
+//! stale znode (`stale-znode`) is named with that znode in a `replica-divergence`.
 //!
 //! A custom harness (`harness = false`) on a cluster of its own. Needs root on Linux and the
 //! keeperd binary built beside the test (`cargo test --workspace` builds it); the failpoint
@@ -108,7 +109,8 @@ fn register_on_an_ensemble_under_leader_faults_is_valid(cluster: &TestCluster) {
     );
     assert_valid(&out);
     assert!(
-        last_line(&out).contains("replicas: converged (3 at zxid"),
+        last_line(&out).contains("replicas: converged (3 servers agree on ")
+            && last_line(&out).contains("keeperd digests too"),
         "{}",
         text(&out)
     );
@@ -262,6 +264,36 @@ fn members_that_forget_on_restart_lose_acknowledged_writes(cluster: &TestCluster
     caught(cluster, "forget-on-start", &args, "lost-write");
 }
 
+fn a_follower_serving_a_stale_znode_is_caught(cluster: &TestCluster) {
+    // No fault: server 1 follows the leader (3, elected on equal zxids) all along, and
+    // freezes the first register key it sees set.
+    let args = ["--nemesis", "none", "--time-limit", "8"];
+    caught(
+        cluster,
+        "stale-znode",
+        &args,
+        "replicas: DIVERGED (replica-divergence: n1 /stampede/",
+    );
+    let out_dir = std::fs::canonicalize(cluster.work.join("results/latest")).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("results.json")).unwrap()).unwrap();
+    let compared = &results["replicas"]["compared"];
+    assert_eq!(compared["outcome"], "diverged", "{compared}");
+    let log = std::fs::read_to_string(out_dir.join("nodes/n1/keeperd.log")).unwrap();
+    let frozen = log
+        .lines()
+        .find_map(|l| l.split("failpoint stale-znode: ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("n1 froze no znode: {log}"));
+    let named = compared["divergences"].as_array().unwrap().iter().any(|d| {
+        d["server"] == "n1"
+            && d["path"] == frozen
+            && d["fields"].as_array().unwrap().contains(&"version".into())
+            && d["reads"] == serde_json::json!(["unsynced", "synced"])
+    });
+    assert!(named, "n1's frozen {frozen} is named: {compared}");
+}
+
 fn main() {
     let scenarios: &[common::Scenario] = &[
         (
@@ -291,6 +323,10 @@ fn main() {
         (
             "members_that_forget_on_restart_lose_acknowledged_writes",
             members_that_forget_on_restart_lose_acknowledged_writes,
+        ),
+        (
+            "a_follower_serving_a_stale_znode_is_caught",
+            a_follower_serving_a_stale_znode_is_caught,
         ),
     ];
     TestCluster::new("stkd", "10.241.12.0/24").run(

@@ -1,7 +1,9 @@
 //! Integration tests of `stampede test`, the main job, against real ZooKeeper on a local
-//! cluster of network namespaces: a run ends with a verdict and a complete results folder,
-//! `stampede check` agrees with the run, and a controller killed with SIGKILL mid-test leaves a
-//! history that parses and can be judged, with `stampede heal` clearing the faults. A run is
+//! cluster of network namespaces: a run under partitions and kills ends with a verdict, the
+//! replicas' trees compared, and a complete results folder; a server that cannot be read after
+//! the run leaves it unknown; `stampede check` agrees with the run; and a controller killed
+//! with SIGKILL mid-test leaves a history that parses and can be judged, with `stampede heal`
+//! clearing the faults. A run is
 //! never valid without the faults it claims: a mistyped package is refused before anything
 //! starts, a run no fault reached or whose fault failed to start is unknown, and kills aimed
 //! at a minority or the leader reach keeperd's one server.
@@ -36,20 +38,25 @@ fn our_servers(cluster: &TestCluster) -> Vec<String> {
         .collect()
 }
 
-fn a_register_run_with_partitions_is_valid_and_complete(cluster: &TestCluster) {
+fn a_register_run_with_partitions_and_kills_is_valid_and_complete(cluster: &TestCluster) {
     let work = &cluster.work;
+    // Random halves cut apart, then the leader killed (restarted when the fault ends), in turn.
+    let package = work.join("partition-kill.yaml");
+    let faults =
+        "faults:\n  - kind: partition\n    target: halves\n  - kind: kill\n    target: leader\n";
+    std::fs::write(&package, faults).unwrap();
     let out = cluster.stampede(&[
         "test",
         "--nemesis",
-        "partition",
+        &package.display().to_string(),
         "--time-limit",
         "25s",
         "--set",
         "register.mix.read=0",
         "--set",
-        "generator.nemesis_interval=5s",
+        "generator.nemesis_interval=3s",
         "--set",
-        "generator.nemesis_duration=8s",
+        "generator.nemesis_duration=6s",
     ]);
     assert_eq!(
         out.status.code(),
@@ -94,10 +101,12 @@ fn a_register_run_with_partitions_is_valid_and_complete(cluster: &TestCluster) {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert!(
-        ops.iter().any(|op| op["f"] == "start-partition"),
-        "the nemesis ran"
-    );
+    for fault in ["start-partition", "start-kill"] {
+        let hit = ops
+            .iter()
+            .any(|op| op["f"] == fault && op["type"] == "info" && op["error"].is_null());
+        assert!(hit, "{fault} took effect");
+    }
     assert!(
         ops.iter()
             .filter(|op| op["type"] == "ok" && op["f"] == "write")
@@ -113,6 +122,7 @@ fn a_register_run_with_partitions_is_valid_and_complete(cluster: &TestCluster) {
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["valid"], true);
+    replicas_compared(&verdict, &results["replicas"]["compared"]);
     assert_eq!(partition_rules(cluster), 0, "no partition left behind");
     assert!(
         our_servers(cluster).is_empty(),
@@ -123,6 +133,97 @@ fn a_register_run_with_partitions_is_valid_and_complete(cluster: &TestCluster) {
     assert_eq!(check.status.code(), Some(0), "{}", text(&check));
     assert_eq!(last_line(&check), verdict, "check agrees with the run");
     every_reader_reads_the_run_back(cluster, &dir, &verdict);
+}
+
+/// After a run, the three servers' trees were read without and after sync at one zxid, and
+/// agree: the verdict line says so and `results.json` keeps what each server was read at.
+fn replicas_compared(verdict: &str, compared: &serde_json::Value) {
+    assert!(
+        verdict.contains("; replicas: converged (3 servers agree on "),
+        "{verdict}"
+    );
+    assert_eq!(compared["outcome"], "converged", "{compared}");
+    let zxid = &compared["zxid"];
+    assert!(zxid.as_i64().is_some_and(|z| z > 0), "{compared}");
+    assert!(
+        compared["znodes"].as_u64().is_some_and(|n| n >= 3),
+        "the run's root, the register directory and its keys: {compared}"
+    );
+    let servers = compared["reading"]["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 3, "{compared}");
+    for server in servers {
+        for read in ["unsynced", "synced"] {
+            assert_eq!(&server[read]["zxid"], zxid, "{server}");
+        }
+    }
+    let modes: Vec<&str> = servers.iter().filter_map(|s| s["mode"].as_str()).collect();
+    assert_eq!(
+        modes.iter().filter(|m| **m == "leader").count(),
+        1,
+        "{modes:?}"
+    );
+    assert!(
+        compared["reading"]["settled_ms"].as_u64().is_some(),
+        "{compared}"
+    );
+}
+
+/// Starts `stampede test --name NAME ARGS…` (output piped) and returns once the run began:
+/// its own folder, `results/NAME/<time>/`, has a history of a few lines.
+fn begun(cluster: &TestCluster, name: &str, args: &[&str]) -> std::process::Child {
+    let mut all = vec!["test", "--name", name];
+    all.extend_from_slice(args);
+    let child = cluster
+        .command(&all)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runs = cluster.work.join("results").join(name);
+    let began = || -> Option<()> {
+        let run = std::fs::read_dir(&runs).ok()?.next()?.ok()?.path();
+        let history = std::fs::read_to_string(run.join("history.jsonl")).ok()?;
+        (history.lines().count() >= 5).then_some(())
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while began().is_none() {
+        assert!(Instant::now() < deadline, "the run never began");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child
+}
+
+/// A server whose client port stops answering during the run cannot be read after it: the
+/// replicas' comparison is unknown, naming it, and so is the run; `stampede check` agrees.
+fn a_server_unreadable_after_the_run_leaves_it_unknown(cluster: &TestCluster) {
+    let args = ["--nemesis", "none", "--time-limit", "8"];
+    let child = begun(cluster, "unreadable-n3", &args);
+    // n3's client port (and its four-letter words) dropped, its quorum ports untouched.
+    let rule = "INPUT -p tcp --dport 2181 -j DROP";
+    cluster.stampede_ok(&["exec", "--node", "n3", "--", &format!("iptables -I {rule}")]);
+    let out = child.wait_with_output().unwrap();
+    cluster.stampede_ok(&["exec", "--node", "n3", "--", &format!("iptables -D {rule}")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let verdict = last_line(&out);
+    assert!(
+        verdict.starts_with("verdict: unknown under no faults;")
+            && verdict.contains(
+                "; replicas: UNKNOWN (not every server could be read within 30.0 s: n3: "
+            ),
+        "{verdict}"
+    );
+    let dir = cluster.results_dir(&out);
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["valid"], "unknown");
+    let compared = &results["replicas"]["compared"];
+    assert_eq!(compared["outcome"], "unknown", "{compared}");
+    let servers = compared["reading"]["servers"].as_array().unwrap();
+    assert!(servers[2]["error"].is_string() && servers[2]["synced"].is_null());
+    assert!(servers[0]["synced"].is_object() && servers[1]["synced"].is_object());
+    let check = cluster.stampede(&["check", &dir.display().to_string()]);
+    assert_eq!(last_line(&check), verdict, "check agrees with the run");
+    assert!(our_servers(cluster).is_empty(), "torn down");
 }
 
 /// The run folder `dir` of a valid run read back by every reader: `results.json` in the
@@ -307,38 +408,20 @@ fn a_run_no_fault_reached_is_unknown(cluster: &TestCluster) {
 fn a_run_whose_fault_failed_to_start_is_unknown(cluster: &TestCluster) {
     let package = cluster.work.join("pause-n2.yaml");
     std::fs::write(&package, "faults:\n  - kind: pause\n    target: n2\n").unwrap();
-    let child = cluster
-        .command(&[
-            "test",
-            "--name",
-            "pause-n2",
-            "--nemesis",
-            &package.display().to_string(),
-            "--time-limit",
-            "14",
-            "--set",
-            "generator.nemesis_interval=8s",
-            "--set",
-            "generator.nemesis_duration=3s",
-            "--set",
-            "generator.quiet_period=1s",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The run's own folder, results/pause-n2/<time>/: its history grows once the run began.
-    let runs = cluster.work.join("results/pause-n2");
-    let began = || -> Option<()> {
-        let run = std::fs::read_dir(&runs).ok()?.next()?.ok()?.path();
-        let history = std::fs::read_to_string(run.join("history.jsonl")).ok()?;
-        (history.lines().count() >= 5).then_some(())
-    };
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while began().is_none() {
-        assert!(Instant::now() < deadline, "the run never began");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let package = package.display().to_string();
+    let args = [
+        "--nemesis",
+        &package,
+        "--time-limit",
+        "14",
+        "--set",
+        "generator.nemesis_interval=8s",
+        "--set",
+        "generator.nemesis_duration=3s",
+        "--set",
+        "generator.quiet_period=1s",
+    ];
+    let child = begun(cluster, "pause-n2", &args);
     let home = format!("/var/lib/stampede/db/{}2", cluster.net());
     let pid = std::fs::read_to_string(format!("{home}/server.pid")).unwrap();
     let pid = pid.trim();
@@ -433,8 +516,12 @@ fn kills_reach_the_one_keeperd_server(cluster: &TestCluster) {
 fn main() {
     let scenarios: &[common::Scenario] = &[
         (
-            "a_register_run_with_partitions_is_valid_and_complete",
-            a_register_run_with_partitions_is_valid_and_complete,
+            "a_register_run_with_partitions_and_kills_is_valid_and_complete",
+            a_register_run_with_partitions_and_kills_is_valid_and_complete,
+        ),
+        (
+            "a_server_unreadable_after_the_run_leaves_it_unknown",
+            a_server_unreadable_after_the_run_leaves_it_unknown,
         ),
         (
             "a_killed_controller_leaves_a_checkable_history",

@@ -29,16 +29,21 @@ pub enum Failpoint {
     /// The data directory is emptied (but for `myid`) before every start:
     /// the server comes back with zxid 0 and no znode.
     ForgetOnStart,
+    /// Server 1, while it follows, freezes the first znode it sees set: it
+    /// applies no later setData of it (its data, version and mzxid stay),
+    /// serving that one stale znode while its zxid moves on with the others.
+    StaleZnode,
 }
 
 impl Failpoint {
     /// Every failpoint.
-    pub const ALL: [Failpoint; 5] = [
+    pub const ALL: [Failpoint; 6] = [
         Failpoint::AckBeforeDurable,
         Failpoint::SkipTrunc,
         Failpoint::CommitBeforeQuorum,
         Failpoint::StaleLeaderWrites,
         Failpoint::ForgetOnStart,
+        Failpoint::StaleZnode,
     ];
 
     /// Its name in the config.
@@ -49,6 +54,7 @@ impl Failpoint {
             Failpoint::CommitBeforeQuorum => "commit-before-quorum",
             Failpoint::StaleLeaderWrites => "stale-leader-writes",
             Failpoint::ForgetOnStart => "forget-on-start",
+            Failpoint::StaleZnode => "stale-znode",
         }
     }
 }
@@ -96,6 +102,20 @@ pub fn configure(names: &[String]) -> Result<(), String> {
 /// Whether failpoint `f` is on (never without the `failpoints` feature).
 pub fn active(f: Failpoint) -> bool {
     cfg!(feature = "failpoints") && ACTIVE.get().is_some_and(|on| on.contains(&f))
+}
+
+/// Whether follower `id` skips applying a setData of `path` ([`Failpoint::StaleZnode`]):
+/// server 1 freezes the first path it is asked about.
+pub fn skips_set_data(id: u64, path: &str) -> bool {
+    static FROZEN: OnceLock<String> = OnceLock::new();
+    if id != 1 || !active(Failpoint::StaleZnode) {
+        return false;
+    }
+    let frozen = FROZEN.get_or_init(|| {
+        tracing::warn!("failpoint stale-znode: {path} is applied no more");
+        path.to_string()
+    });
+    frozen == path
 }
 
 /// Runs the failpoints due when the server starts, before it recovers from `data_dir`.

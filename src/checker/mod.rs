@@ -24,6 +24,7 @@ pub mod mutex_overlap;
 mod no_node_tests;
 pub mod overlap;
 pub mod parallel;
+pub mod replicas;
 pub mod result;
 pub mod search;
 pub mod shrink;

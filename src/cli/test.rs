@@ -12,11 +12,11 @@ use anyhow::Context;
 use super::db::DbChoice;
 use super::holder::HistoryHolder;
 use super::targets::TargetArgs;
+use crate::checker::replicas::{self, Replicas};
 use crate::client::NodeEndpoint;
 use crate::cluster::{self, Spec};
 use crate::config::{self, Override};
 use crate::control::Control;
-use crate::db::replicas::Replicas;
 use crate::db::Db;
 use crate::generator::Target;
 use crate::history::Recorder;
@@ -206,7 +206,7 @@ async fn execute(test: &Prepared, keep_db: bool) -> anyhow::Result<Executed> {
     test.progress.finish();
     let mntr_after = crate::db::mntr::sample(db, control.nodes()).await;
     let server_load = crate::db::mntr::ServerLoad::between(&mntr_before, &mntr_after);
-    let replicas = crate::db::replicas::compare(db, control.nodes(), Duration::from_secs(15)).await;
+    let replicas = compare_replicas(db, control, &test.folder.stamp()).await;
     collect_logs(control, db, &test.folder).await;
     if !keep_db {
         if let Err(e) = db.teardown(control).await {
@@ -231,6 +231,25 @@ async fn execute(test: &Prepared, keep_db: bool) -> anyhow::Result<Executed> {
         summary: ran.and_then(|ran| with_server_load(ran, &server_load)),
         replicas,
     })
+}
+
+/// The bound on the replicas' comparison after a run: the ensemble settling, then every
+/// server read until they meet at one zxid.
+const REPLICAS_LIMIT: Duration = Duration::from_secs(30);
+
+/// Reads every server's tree under run `run_id`'s root, each through a session pinned to it,
+/// and compares them.
+async fn compare_replicas(db: &dyn Db, control: &Control, run_id: &str) -> Replicas {
+    let servers = crate::db::servers(db, control.nodes());
+    let endpoints: Vec<NodeEndpoint> = servers.iter().map(|n| endpoint(db, n)).collect();
+    let root = crate::client::replica_read::run_root(run_id);
+    eprintln!(
+        "comparing the trees under {root} on {} servers",
+        endpoints.len()
+    );
+    let reading =
+        crate::client::replica_read::read_every_server(&endpoints, &root, REPLICAS_LIMIT).await;
+    replicas::judge(reading)
 }
 
 /// A controller for the chosen nodes, making the local cluster first when none are given.

@@ -10,8 +10,8 @@ use std::path::Path;
 use crate::checker::exposure::exposure;
 use crate::checker::formats::{self, Format};
 use crate::checker::lost::check_lost;
+use crate::checker::replicas::Replicas;
 use crate::checker::result::{Counts, Validity};
-use crate::db::replicas::Replicas;
 use crate::history::{Op, OpType, Process};
 use crate::report::timeline;
 use crate::store::{Results, RunFolder, TestConfig, SCHEMA};
@@ -52,8 +52,8 @@ pub fn judge(
 }
 
 /// Folds what every run is judged on into a checker's part: facts of lost state and replicas
-/// that diverged (either makes it invalid), the run's exposure to faults (a shortfall makes it
-/// at best unknown), the outcomes per function; writes `results.json` and `timeline.html` and
+/// that diverged (either makes it invalid), replicas that could not all be compared and the
+/// run's exposure to faults (either makes it at best unknown), the outcomes per function; writes `results.json` and `timeline.html` and
 /// forms the line: `verdict: <word> under <exposure>` (or `unknown (<why>)` when aborted or not
 /// exposed as planned), then `; <checker's part>; [LOST STATE: …; ]operations …[; replicas: …]`.
 fn finish(
@@ -66,11 +66,10 @@ fn finish(
     let planned_faults = j.config.map(|t| !t.nemesis.faults.is_empty());
     let exposure = exposure(ops, planned_faults);
     let operations = operation_counts(ops);
-    let diverged = matches!(j.replicas, Some(Replicas::Diverged { .. }));
-    let found = if lost.valid && !diverged {
-        checked.valid
-    } else {
-        Validity::Invalid
+    let replicas = j.replicas.map_or(Validity::Valid, Replicas::validity);
+    let found = match lost.valid {
+        true => checked.valid.and(replicas),
+        false => Validity::Invalid,
     };
     let (valid, word) = match (found, j.aborted, exposure.shortfall()) {
         (Validity::Invalid, ..) => (
@@ -97,9 +96,9 @@ fn finish(
             lost.count, first.index, first.f, first.fact
         ),
     };
-    let replicas_part = match j.replicas {
-        None | Some(Replicas::NotJudged(_)) => String::new(),
-        Some(replicas) => format!("; {}", replicas.describe()),
+    let replicas_part = match j.replicas.and_then(Replicas::describe) {
+        None => String::new(),
+        Some(part) => format!("; {part}"),
     };
     let line = format!(
         "verdict: {word}; {}; {lost_part}{}{replicas_part}",
@@ -279,5 +278,50 @@ mod replicas_tests {
         let (unjudged, _) = judged(&Replicas::NotJudged("one server".into()));
         assert!(!unjudged.line.contains("replicas:"), "{}", unjudged.line);
         assert_eq!(unjudged.exit_code, 0);
+    }
+
+    /// The comparison of a hand-made reading in `tests/fixtures/replicas/`.
+    fn compared(fixture: &str) -> Replicas {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/replicas")
+            .join(fixture);
+        let reading = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        crate::checker::replicas::judge(reading)
+    }
+
+    #[test]
+    fn trees_compared_make_the_run_valid_invalid_or_unknown_in_its_line_and_its_results() {
+        let (v, results) = judged(&compared("valid-stale-znode-on-one-follower.json"));
+        assert_eq!(v.exit_code, 0, "{}", v.line);
+        assert!(v
+            .line
+            .contains("; replicas: converged (3 servers agree on 5 znodes"));
+        assert_eq!(results.valid, Validity::Valid);
+        let (v, results) = judged(&compared("invalid-stale-znode-on-one-follower.json"));
+        assert!(v.line.starts_with("verdict: INVALID under "), "{}", v.line);
+        assert!(
+            v.line
+                .contains("; replicas: DIVERGED (replica-divergence: n1 /stampede/r/register/0"),
+            "{}",
+            v.line
+        );
+        assert_eq!((v.exit_code, results.valid), (1, Validity::Invalid));
+        let unreadable = compared("unknown-one-server-unreadable.json");
+        let (v, results) = judged(&unreadable);
+        assert!(v.line.starts_with("verdict: unknown under "), "{}", v.line);
+        assert!(
+            v.line.contains(
+                "; replicas: UNKNOWN (not every server could be read within 30.0 s: n3: "
+            ),
+            "{}",
+            v.line
+        );
+        assert_eq!((v.exit_code, results.valid), (2, Validity::Unknown));
+        let kept: Replicas = serde_json::from_value(results.checks["replicas"].clone()).unwrap();
+        assert_eq!(
+            kept.describe(),
+            unreadable.describe(),
+            "read back by `stampede check`"
+        );
     }
 }

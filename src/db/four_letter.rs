@@ -52,6 +52,24 @@ pub async fn mode(address: &str) -> anyhow::Result<Mode> {
     parse_mode(&four_letter_word(address, "srvr").await?).with_context(|| address.to_string())
 }
 
+/// The mode and the last zxid the server applied, as `srvr` reports them (`Mode:` and
+/// `Zxid:`), or an error when the server does not serve.
+pub async fn standing(address: &str) -> anyhow::Result<(Mode, i64)> {
+    let srvr = four_letter_word(address, "srvr").await?;
+    let mode = parse_mode(&srvr).with_context(|| address.to_string())?;
+    let zxid = parse_zxid(&srvr).with_context(|| address.to_string())?;
+    Ok((mode, zxid))
+}
+
+/// Reads the `Zxid: 0x…` line of a `srvr` answer.
+pub fn parse_zxid(srvr: &str) -> anyhow::Result<i64> {
+    let Some(value) = srvr.lines().find_map(|l| l.strip_prefix("Zxid:")) else {
+        bail!("no Zxid line in srvr");
+    };
+    let hex = value.trim().trim_start_matches("0x");
+    i64::from_str_radix(hex, 16).with_context(|| format!("bad zxid {:?}", value.trim()))
+}
+
 /// Reads the `Mode:` line of a `srvr` answer.
 pub fn parse_mode(srvr: &str) -> anyhow::Result<Mode> {
     let Some(line) = srvr.lines().find_map(|l| l.strip_prefix("Mode:")) else {
@@ -82,5 +100,13 @@ mod tests {
             parse_mode("This ZooKeeper instance is not currently serving requests\n").unwrap_err();
         assert!(err.to_string().contains("not currently serving"));
         assert!(parse_mode("Mode: confused\n").is_err());
+    }
+
+    #[test]
+    fn reads_zxids() {
+        let srvr = "Zookeeper version: 3.8.0\nZxid: 0x200000017\nMode: leader\n";
+        assert_eq!(parse_zxid(srvr).unwrap(), 0x2_0000_0017);
+        assert!(parse_zxid("Mode: leader\n").is_err());
+        assert!(parse_zxid("Zxid: 0xnope\n").is_err());
     }
 }

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 
 use crate::control::{Control, Node};
 
-pub use four_letter::{four_letter_word, Mode};
+pub use four_letter::{four_letter_word, standing, Mode};
 
 /// A ZooKeeper-compatible database on a set of nodes.
 #[async_trait]

@@ -310,7 +310,11 @@ impl Core {
                 continue;
             }
             changes.clear();
-            self.tree.apply(&txn, &mut changes);
+            if self.skips(&txn) {
+                self.tree.last_zxid = txn.zxid;
+            } else {
+                self.tree.apply(&txn, &mut changes);
+            }
             self.since_snapshot += 1;
             self.fire(txn.zxid, &changes);
             if txn.body == TxnBody::CloseSession {
@@ -320,6 +324,22 @@ impl Core {
         }
         self.release_answers(self.tree.last_zxid);
         self.committed(zxid);
+    }
+
+    /// Whether this follower leaves `txn` unapplied (failpoint `stale-znode`).
+    fn skips(&self, txn: &crate::txn::Txn) -> bool {
+        let (
+            Role::Learner {
+                id,
+                observer: false,
+                ..
+            },
+            TxnBody::SetData { path, .. },
+        ) = (&self.role, &txn.body)
+        else {
+            return false;
+        };
+        crate::failpoint::skips_set_data(*id, path)
     }
 
     fn release_answers(&mut self, applied: i64) {
