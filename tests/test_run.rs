@@ -132,7 +132,7 @@ fn a_register_run_with_partitions_and_kills_is_valid_and_complete(cluster: &Test
     let check = cluster.stampede(&["check", &dir.display().to_string()]);
     assert_eq!(check.status.code(), Some(0), "{}", text(&check));
     assert_eq!(last_line(&check), verdict, "check agrees with the run");
-    every_reader_reads_the_run_back(cluster, &dir, &verdict);
+    every_reader_reads_the_run_back(cluster, &dir, &verdict, "register");
 }
 
 /// After a run, the three servers' trees were read without and after sync at one zxid, and
@@ -227,8 +227,14 @@ fn a_server_unreadable_after_the_run_leaves_it_unknown(cluster: &TestCluster) {
 }
 
 /// The run folder `dir` of a valid run read back by every reader: `results.json` in the
-/// current schema with the printed verdict line, `compare`'s row, and `serve`'s run page.
-fn every_reader_reads_the_run_back(cluster: &TestCluster, dir: &std::path::Path, verdict: &str) {
+/// current schema with the printed verdict line, `compare`'s row, and `serve`'s run page of
+/// a `workload` run.
+fn every_reader_reads_the_run_back(
+    cluster: &TestCluster,
+    dir: &std::path::Path,
+    verdict: &str,
+    workload: &str,
+) {
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["schema"], 2);
@@ -254,9 +260,65 @@ fn every_reader_reads_the_run_back(cluster: &TestCluster, dir: &std::path::Path,
         .to_string();
     let page = common::serve_page(results_root, &format!("/run/{rel}"));
     assert!(
-        page.contains("data-verdict=\"valid\"") && page.contains("workload register"),
+        page.contains("data-verdict=\"valid\"") && page.contains(&format!("workload {workload}")),
         "serve's run page: {page}"
     );
+}
+
+/// The set, unique-ids and bank workloads through partitions of the ensemble and kills of a
+/// minority: each run valid, exposed to both, its checker's report in `results.json` with
+/// enough acknowledged operations, and every reader showing the bank run.
+fn set_unique_ids_and_bank_stay_valid_through_partitions_and_kills(cluster: &TestCluster) {
+    let package = cluster.work.join("partition-kill.yaml");
+    std::fs::write(
+        &package,
+        "faults:\n  - {kind: partition, target: halves}\n  - {kind: kill, target: minority}\n",
+    )
+    .unwrap();
+    let package = package.display().to_string();
+    for (workload, acknowledged) in [
+        ("set", "adds_ok"),
+        ("unique-ids", "generated"),
+        ("bank", "transfers_ok"),
+    ] {
+        let out = cluster.stampede(&[
+            "test",
+            "--workload",
+            workload,
+            "--nemesis",
+            &package,
+            "--time-limit",
+            "16",
+            "--set",
+            "generator.nemesis_interval=3s",
+            "--set",
+            "generator.nemesis_duration=4s",
+            "--set",
+            "generator.quiet_period=3s",
+            "--set",
+            "session.op_timeout=3s",
+        ]);
+        let verdict = last_line(&out);
+        println!("{workload}: {verdict}");
+        assert_eq!(out.status.code(), Some(0), "{workload}: {}", text(&out));
+        assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
+        let dir = cluster.results_dir(&out);
+        let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+        for fault in ["\"start-partition\"", "\"start-kill\""] {
+            assert!(history.contains(fault), "{workload}: {fault} happened");
+        }
+        let results: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+        let report = &results[workload];
+        assert_eq!(report["valid"], true, "{workload}: {report}");
+        assert!(
+            report[acknowledged].as_u64().unwrap() > 100,
+            "{workload}: {report}"
+        );
+        if workload == "bank" {
+            every_reader_reads_the_run_back(cluster, &dir, &verdict, workload);
+        }
+    }
 }
 
 /// Final reads are issued after the last nemesis operation.
@@ -522,6 +584,10 @@ fn main() {
         (
             "a_server_unreadable_after_the_run_leaves_it_unknown",
             a_server_unreadable_after_the_run_leaves_it_unknown,
+        ),
+        (
+            "set_unique_ids_and_bank_stay_valid_through_partitions_and_kills",
+            set_unique_ids_and_bank_stay_valid_through_partitions_and_kills,
         ),
         (
             "a_killed_controller_leaves_a_checkable_history",

@@ -124,3 +124,12 @@ impl Op {
         }
     }
 }
+
+/// An invocation by client `process` of `f` with the JSON text `invoked`, and its `ok`
+/// completion returning `returned`, for [`history`].
+pub fn ok_pair(process: u64, f: &str, invoked: &str, returned: &str) -> [Op; 2] {
+    [
+        invoke(process, f, invoked),
+        complete(process, "ok", f, returned),
+    ]
+}

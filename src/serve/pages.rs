@@ -144,7 +144,9 @@ pub fn run(dir: &Path, rel: &str) -> String {
     );
     if let Some(results) = &results {
         body.push_str(&anomalies(results));
-        body.push_str(&counts(&results.checks["linearizable"]["counts"]));
+        if let Some(lin) = results.checks.get("linearizable") {
+            body.push_str(&counts(&lin["counts"]));
+        }
     }
     body.push_str("<h2>plots</h2>\n");
     for png in listing(dir, |n| n.ends_with(".png")) {
@@ -196,7 +198,46 @@ fn anomalies(results: &Results) -> String {
     if let Some(reason) = &results.aborted {
         let _ = writeln!(html, "<p>aborted: {}</p>", escape(reason));
     }
-    let lin = &results.checks["linearizable"];
+    if let Some(lin) = results.checks.get("linearizable") {
+        html.push_str(&linearizability(lin));
+    }
+    if let Some(zk) = results.checks.get("zookeeper") {
+        let _ = writeln!(
+            html,
+            "<p>zookeeper guarantees: {}</p>",
+            describe(&zk["valid"])
+        );
+        if let Some(found) = zk["anomalies"].as_array().filter(|a| !a.is_empty()) {
+            let pretty = serde_json::to_string_pretty(&found.iter().take(50).collect::<Vec<_>>())
+                .unwrap_or_default();
+            let _ = writeln!(html, "<pre id=\"anomalies\">{}</pre>", escape(&pretty));
+        } else {
+            html.push_str("<p id=\"anomalies\">no anomalies</p>\n");
+        }
+    }
+    // Every other workload's checker: its verdict and the anomalies it listed by kind.
+    let others = results
+        .checks
+        .iter()
+        .filter(|(name, _)| !["linearizable", "zookeeper", "run"].contains(&name.as_str()));
+    for (name, report) in others.filter(|(_, r)| r.get("valid").is_some()) {
+        let _ = writeln!(
+            html,
+            "<p>{}: {}</p>",
+            escape(name),
+            describe(&report["valid"])
+        );
+        if let Some(found) = report["anomalies"].as_object().filter(|a| !a.is_empty()) {
+            let pretty = serde_json::to_string_pretty(found).unwrap_or_default();
+            let _ = writeln!(html, "<pre>{}</pre>", escape(&pretty));
+        }
+    }
+    html
+}
+
+/// The linearizability check's part of a run page: its verdict and each failing key.
+fn linearizability(lin: &Value) -> String {
+    let mut html = String::new();
     let bad_keys: Vec<(&String, &Value)> = lin["keys"]
         .as_object()
         .map(|k| k.iter().filter(|(_, v)| v["valid"] != true).collect())
@@ -215,19 +256,6 @@ fn anomalies(results: &Results) -> String {
             escape(key),
             escape(&pretty)
         );
-    }
-    let zk = &results.checks["zookeeper"];
-    let _ = writeln!(
-        html,
-        "<p>zookeeper guarantees: {}</p>",
-        describe(&zk["valid"])
-    );
-    if let Some(found) = zk["anomalies"].as_array().filter(|a| !a.is_empty()) {
-        let pretty = serde_json::to_string_pretty(&found.iter().take(50).collect::<Vec<_>>())
-            .unwrap_or_default();
-        let _ = writeln!(html, "<pre id=\"anomalies\">{}</pre>", escape(&pretty));
-    } else {
-        html.push_str("<p id=\"anomalies\">no anomalies</p>\n");
     }
     html
 }
@@ -486,5 +514,28 @@ mod recipe_tests {
             recipe_cells(&Figures::default()).is_none(),
             "a register run"
         );
+    }
+}
+
+#[cfg(test)]
+mod anomaly_tests {
+    use super::*;
+
+    #[test]
+    fn a_run_of_a_workload_without_linearizability_shows_its_own_checker() {
+        let results: Results = serde_json::from_value(serde_json::json!({
+            "valid": false,
+            "bank": {
+                "valid": false,
+                "anomalies": {"wrong-total": [{"index": 5, "process": 1, "what": "add up to 27"}]},
+                "counts": {"wrong-total": 1}
+            },
+            "run": {"ok": 10}
+        }))
+        .unwrap();
+        let html = anomalies(&results);
+        assert!(html.contains("<p>bank: INVALID</p>"), "{html}");
+        assert!(html.contains("add up to 27"), "{html}");
+        assert!(!html.contains("linearizability"), "{html}");
     }
 }

@@ -113,9 +113,9 @@ mod tests {
     #[test]
     fn unknown_workloads_sections_and_values_are_named() {
         let parse = |yaml: &str| serde_yaml_ng::from_str::<WorkloadFile>(yaml).unwrap();
-        let err = build(&parse("workload: bank\n")).err().unwrap();
+        let err = build(&parse("workload: bnak\n")).err().unwrap();
         assert!(
-            err.starts_with("workload: unknown workload \"bank\" (known: register, lock"),
+            err.starts_with("workload: unknown workload \"bnak\" (known: register, lock"),
             "{err}"
         );
         let err = build(&parse("workload: register\nregistr: {}\n"))

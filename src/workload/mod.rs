@@ -10,12 +10,14 @@
 //! Adding a workload: a folder `src/workload/<name>/` whose `mod.rs` has an [`Entry`] named
 //! `ENTRY`, a file `workloads/<name>.yaml`, one line in the registry, and the README.
 
+mod anomalies;
 mod ephemeral;
 mod figures;
 mod file;
 mod herd;
 mod keys;
 mod on_disconnect;
+mod paced;
 mod requests;
 mod rounds;
 mod session;
@@ -59,6 +61,9 @@ registry! {
     barrier,
     queue,
     counter,
+    set,
+    unique_ids,
+    bank,
 }
 
 /// The workload `stampede test` runs when none is named, and a run folder without

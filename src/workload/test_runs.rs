@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use crate::client::test_server::{KillServer, ZkServer};
 use crate::client::{ClientOptions, Connect, NodeEndpoint};
-use crate::generator::{self, DriverRun, GeneratorConfig, Healed, Target};
+use crate::generator::{self, DriverRun, GeneratorConfig, Healed, Operations, RunSummary, Target};
 use crate::history::{Op, Recorder};
 use crate::nemesis::Nemesis;
 
@@ -132,4 +132,43 @@ where
     };
     let summary = driver(run, recorder.clone(), stop).await.unwrap();
     (summary, recorder.ops())
+}
+
+/// Runs `ops` (a workload the generator paces) under `generator` as run `run_id` against
+/// `endpoint` with `nemeses`, its sessions of 4 s with requests of 2 s; returns the summary
+/// and the history.
+pub async fn run_ops(
+    run_id: &str,
+    ops: Arc<dyn Operations>,
+    generator: &GeneratorConfig,
+    endpoint: NodeEndpoint,
+    nemeses: Vec<Arc<dyn Nemesis>>,
+) -> (RunSummary, Vec<Op>) {
+    let recorder = Arc::new(Recorder::in_memory());
+    let running = |target| crate::generator::run(generator, ops, options(2000, 4000), target);
+    let summary = run_faulted(run_id, vec![endpoint], nemeses, &recorder, running).await;
+    (summary, recorder.ops())
+}
+
+/// Runs `ops` as run `run_id` with 5 processes at 300 operations a second for `time_ms`
+/// against a standalone server killed for 1 s every 1.5 s, then waits `quiet_ms` before the
+/// final operations; checks that the server was killed at least twice and every fault healed.
+/// Returns the history.
+pub async fn run_ops_killed(
+    run_id: &str,
+    ops: Arc<dyn Operations>,
+    time_ms: u64,
+    quiet_ms: u64,
+) -> Vec<Op> {
+    let (_server, endpoint, kill) = killable_server();
+    let generator = GeneratorConfig {
+        rate: 300.0,
+        quiet_period: ms(quiet_ms),
+        ..faulted(5, time_ms, 1500, 1000)
+    };
+    let (summary, history) = run_ops(run_id, ops, &generator, endpoint, vec![kill]).await;
+    eprintln!("{run_id}: {summary:?}");
+    let kills = history.iter().filter(|o| o.f == "start-kill").count();
+    assert!(kills >= 2, "the server was killed during the run ({kills})");
+    history
 }

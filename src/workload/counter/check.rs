@@ -13,25 +13,13 @@
 //!
 //! Without a final read the run has no lower bound to check: the verdict is then unknown.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Op, OpType, Process, NO_NODE};
-
-/// How many anomalies of each kind the report lists; all are counted.
-const LISTED: usize = 20;
-
-/// One anomaly: the operation (its completion's index) and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Anomaly {
-    /// History index of the completion.
-    pub index: u64,
-    /// The client process.
-    pub process: u64,
-    /// What is wrong, in a sentence with the numbers.
-    pub what: String,
-}
+use crate::workload::anomalies::Anomalies;
+use crate::workload::paced::FINAL;
 
 /// The verdict of the counter checker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,33 +39,10 @@ pub struct CounterReport {
     /// The total the last final read saw.
     pub final_value: Option<i64>,
     /// Anomalies by kind (`lost-increment`, `phantom-increment`, `went-back`,
-    /// `counter-gone`), each listing its first few.
-    pub anomalies: BTreeMap<String, Vec<Anomaly>>,
-    /// How many anomalies of each kind there are.
-    pub counts: BTreeMap<String, usize>,
+    /// `counter-gone`).
+    #[serde(flatten)]
+    pub found: Anomalies,
 }
-
-impl CounterReport {
-    fn found(&mut self, kind: &str, op: &Op, process: u64, what: String) {
-        *self.counts.entry(kind.to_string()).or_default() += 1;
-        let listed = self.anomalies.entry(kind.to_string()).or_default();
-        if listed.len() < LISTED {
-            listed.push(Anomaly {
-                index: op.index,
-                process,
-                what,
-            });
-        }
-    }
-
-    /// The indexes of the anomalous completions, for a timeline to outline.
-    pub fn marked_ops(&self) -> Vec<u64> {
-        self.anomalies.values().flatten().map(|a| a.index).collect()
-    }
-}
-
-/// The invocation value of a final read.
-pub const FINAL: &str = "final";
 
 /// Checks a counter history.
 pub fn check_counter(ops: &[Op]) -> CounterReport {
@@ -101,7 +66,7 @@ pub fn check_counter(ops: &[Op]) -> CounterReport {
         }
         let invoke = invoked_at.remove(&process);
         if op.error.as_deref() == Some(NO_NODE) {
-            report.found(
+            report.found.note(
                 "counter-gone",
                 op,
                 process,
@@ -116,7 +81,7 @@ pub fn check_counter(ops: &[Op]) -> CounterReport {
                     continue;
                 };
                 if let Some(first) = produced.insert(total, op.index) {
-                    report.found(
+                    report.found.note(
                         "lost-increment",
                         op,
                         process,
@@ -136,7 +101,7 @@ pub fn check_counter(ops: &[Op]) -> CounterReport {
                     continue;
                 };
                 if total > adds_invoked {
-                    report.found(
+                    report.found.note(
                         "phantom-increment",
                         op,
                         process,
@@ -150,7 +115,7 @@ pub fn check_counter(ops: &[Op]) -> CounterReport {
                     let since = invoke.map_or(op.time, |i| i.time);
                     let done = adds_done.iter().filter(|(t, _)| *t < since).count() as i64;
                     if total < done {
-                        report.found(
+                        report.found.note(
                             "lost-increment",
                             op,
                             process,
@@ -162,7 +127,7 @@ pub fn check_counter(ops: &[Op]) -> CounterReport {
             _ => {}
         }
     }
-    report.valid = report.counts.is_empty();
+    report.valid = report.found.is_empty();
     report
 }
 
@@ -177,7 +142,7 @@ fn see(
     let highest = seen.entry(process).or_insert(total);
     if total < *highest {
         let before = *highest;
-        report.found(
+        report.found.note(
             "went-back",
             op,
             process,
@@ -190,27 +155,18 @@ fn see(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::testing::{complete, history, invoke};
+    use crate::history::testing::{complete, history, invoke, ok_pair};
 
     fn add(process: u64, total: &str) -> [Op; 2] {
-        [
-            invoke(process, "add", "1"),
-            complete(process, "ok", "add", total),
-        ]
+        ok_pair(process, "add", "1", total)
     }
 
     fn read(process: u64, total: &str) -> [Op; 2] {
-        [
-            invoke(process, "read", "null"),
-            complete(process, "ok", "read", total),
-        ]
+        ok_pair(process, "read", "null", total)
     }
 
     fn final_read(process: u64, total: &str) -> [Op; 2] {
-        [
-            invoke(process, "read", "\"final\""),
-            complete(process, "ok", "read", total),
-        ]
+        ok_pair(process, "read", "\"final\"", total)
     }
 
     /// Three adds by two processes, reads between them, a final read of `last`.
@@ -238,8 +194,11 @@ mod tests {
     fn a_final_read_short_of_the_acknowledged_adds_is_a_lost_increment() {
         let report = check_counter(&run("2"));
         assert!(!report.valid);
-        assert_eq!(report.counts["lost-increment"], 1, "{report:?}");
-        assert_eq!(report.counts["went-back"], 1, "process 1 had produced 3");
+        assert_eq!(report.found.counts["lost-increment"], 1, "{report:?}");
+        assert_eq!(
+            report.found.counts["went-back"], 1,
+            "process 1 had produced 3"
+        );
     }
 
     #[test]
@@ -248,8 +207,8 @@ mod tests {
         lines.extend(add(1, "1"));
         lines.extend(add(2, "1"));
         let report = check_counter(&history(&lines));
-        assert_eq!(report.counts["lost-increment"], 1, "{report:?}");
-        assert!(report.anomalies["lost-increment"][0]
+        assert_eq!(report.found.counts["lost-increment"], 1, "{report:?}");
+        assert!(report.found.anomalies["lost-increment"][0]
             .what
             .contains("produced total 1"));
     }
@@ -262,7 +221,7 @@ mod tests {
         lines.push(complete(1, "fail", "add", "1").with_error("bad-arguments"));
         lines.extend(read(2, "2"));
         let report = check_counter(&history(&lines));
-        assert_eq!(report.counts["phantom-increment"], 1, "{report:?}");
+        assert_eq!(report.found.counts["phantom-increment"], 1, "{report:?}");
         assert_eq!(report.adds_fail, 1);
     }
 
@@ -299,7 +258,7 @@ mod tests {
             complete(1, "fail", "read", "null").with_error("no-node"),
         ];
         let report = check_counter(&history(&lines));
-        assert_eq!(report.counts["counter-gone"], 1);
+        assert_eq!(report.found.counts["counter-gone"], 1);
         assert!(!report.final_read);
     }
 }

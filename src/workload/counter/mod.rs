@@ -8,14 +8,11 @@ mod ops;
 #[cfg(test)]
 mod zk_tests;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{into_map, validity, Entry, Judged, Ran, Section, Settings, Workload};
-use crate::checker::result::Validity;
+use super::{into_map, paced, Entry, Judged, Ran, Section, Settings, Workload};
 use crate::generator::{GeneratorConfig, Target};
 use crate::history::Op;
 
@@ -94,20 +91,12 @@ impl Workload for CounterWorkload {
 
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
         let ops = ops::Counter::new(self.0.own, &target.run_id, rand::random())?;
-        let options = self.0.session.client_options();
-        let healed =
-            crate::generator::run(&self.0.generator, Arc::new(ops), options, target).await?;
-        Ran::kept(healed, None)
+        paced::run(&self.0, ops, target).await
     }
 
     /// No lost or phantom increment, no read that went back; without a final read, unknown.
     fn judge(&self, ops: &[Op], run: Option<Value>) -> anyhow::Result<Judged> {
         let counter = check::check_counter(ops);
-        let problems: Vec<String> = counter
-            .counts
-            .iter()
-            .map(|(kind, n)| format!("{n} {kind}"))
-            .collect();
         let final_value = match counter.final_value {
             Some(total) => format!("final total {total}"),
             None => "NO final read".into(),
@@ -118,18 +107,11 @@ impl Workload for CounterWorkload {
             counter.adds_info,
             counter.adds_fail,
             counter.reads,
-            match problems.is_empty() {
-                true => "no anomalies".to_string(),
-                false => problems.join(", "),
-            },
+            counter.found.summary(),
         );
-        let valid = match (counter.valid, counter.final_read) {
-            (true, false) => Validity::Unknown,
-            (valid, _) => validity(valid),
-        };
         Ok(Judged {
-            valid,
-            marked: counter.marked_ops(),
+            valid: paced::verdict(counter.valid, counter.final_read),
+            marked: counter.found.marked_ops(),
             checks: into_map(json!({ "counter": counter, "run": run })),
             line,
         })

@@ -5,17 +5,16 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use anyhow::Context;
 use async_trait::async_trait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use zookeeper_client::{Acls, Client, CreateMode, Error};
+use zookeeper_client::{Client, Error};
 
-use super::check::FINAL;
 use super::CounterConfig;
 use crate::client::OpError;
 use crate::generator::{Completion, OpSpec, Operations};
+use crate::workload::paced;
 
 /// The key every counter operation names (one counter per run).
 const KEY: &str = "counter";
@@ -30,13 +29,9 @@ pub struct Counter {
 impl Counter {
     /// The counter of test run `run_id` (one path segment), its mix drawn from `seed`.
     pub fn new(cfg: CounterConfig, run_id: &str, seed: u64) -> anyhow::Result<Counter> {
-        anyhow::ensure!(
-            !run_id.is_empty() && !run_id.contains('/'),
-            "run id {run_id:?} must be a non-empty znode name without '/'"
-        );
         Ok(Counter {
             cfg,
-            path: format!("/stampede/{run_id}/counter"),
+            path: paced::path(run_id, "counter")?,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
         })
     }
@@ -87,17 +82,7 @@ impl Counter {
 #[async_trait]
 impl Operations for Counter {
     async fn setup(&self, client: &Client, _max_ops: u64) -> anyhow::Result<()> {
-        let parent = self.path.rsplit_once('/').map_or("/", |(p, _)| p);
-        let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        client
-            .mkdir(parent, &options)
-            .await
-            .with_context(|| format!("creating {parent}"))?;
-        client
-            .create(&self.path, b"0", &options)
-            .await
-            .with_context(|| format!("creating {} (is the run id fresh?)", self.path))?;
-        Ok(())
+        paced::create(client, &self.path, b"0").await
     }
 
     fn next_op(&self, _process: u64) -> Option<OpSpec> {
@@ -123,13 +108,6 @@ impl Operations for Counter {
     fn completed(&self, _process: u64, _op: &OpSpec, _result: &Result<Completion, OpError>) {}
 
     fn final_ops(&self, keys: &BTreeSet<String>) -> Vec<OpSpec> {
-        keys.iter()
-            .map(|k| OpSpec {
-                f: "read",
-                key: Some(k.clone()),
-                value: json!(FINAL),
-                is_final: true,
-            })
-            .collect()
+        paced::final_reads(keys)
     }
 }

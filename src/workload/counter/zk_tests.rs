@@ -4,15 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use super::check::{check_counter, CounterReport};
 use super::ops::Counter;
 use super::{CounterConfig, Mix};
 use crate::client::test_server::ZkServer;
-use crate::generator::{run, GeneratorConfig, Target};
-use crate::history::{Op, Recorder};
-use crate::workload::test_runs::options;
+use crate::generator::GeneratorConfig;
+use crate::history::Op;
+use crate::workload::test_runs::run_ops;
 
 /// Runs 5 processes adding (and reading, 1 in 4) for 3 s, then checks the history.
 async fn counted(run_id: &str, versioned: bool, server: &ZkServer) -> (CounterReport, Vec<Op>) {
@@ -28,22 +26,9 @@ async fn counted(run_id: &str, versioned: bool, server: &ZkServer) -> (CounterRe
         quiet_period: crate::config::Duration(Duration::from_millis(200)),
         ..GeneratorConfig::default()
     };
-    let recorder = Arc::new(Recorder::in_memory());
-    let (_keep, cancel) = watch::channel(false);
-    let target = Target {
-        run_id: run_id.into(),
-        endpoints: vec![server.endpoint()],
-        nemeses: Vec::new(),
-        recorder: recorder.clone(),
-        cancel,
-    };
     let ops = Arc::new(Counter::new(cfg, run_id, 7).unwrap());
-    let summary = run(&generator, ops, options(2000, 4000), target)
-        .await
-        .unwrap()
-        .summary;
+    let (summary, history) = run_ops(run_id, ops, &generator, server.endpoint(), vec![]).await;
     assert!(summary.ok > 100, "{summary:?}");
-    let history = recorder.ops();
     (check_counter(&history), history)
 }
 
@@ -56,7 +41,7 @@ async fn versioned_adds_keep_every_increment_and_blind_adds_are_caught() {
 
     let (blind, ops) = counted("blind", false, &server).await;
     assert!(!blind.valid, "{blind:?}");
-    let lost = blind.counts.get("lost-increment").copied().unwrap_or(0);
+    let lost = blind.found.count("lost-increment");
     assert!(
         lost > 0,
         "concurrent blind adds overwrote each other: {blind:?}"
@@ -66,5 +51,5 @@ async fn versioned_adds_keep_every_increment_and_blind_adds_are_caught() {
         blind.final_value.unwrap() < blind.adds_ok as i64,
         "{blind:?}"
     );
-    assert!(ops.iter().any(|o| o.value == super::check::FINAL));
+    assert!(ops.iter().any(|o| o.value == crate::workload::paced::FINAL));
 }

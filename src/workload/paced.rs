@@ -1,0 +1,77 @@
+//! What the workloads the generator paces one operation at a time share (the counter, set,
+//! unique-ids and bank): the znode they keep their state under in one test run,
+//! `/stampede/<run-id>/<name>`, how setup creates it, the synced final reads after the heal,
+//! running under the generator, and a verdict that needs something to judge.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::json;
+use zookeeper_client::{Acls, Client, CreateMode};
+
+use super::{Ran, Section, Settings};
+use crate::checker::result::Validity;
+use crate::generator::{OpSpec, Operations, Target};
+
+/// The invocation value of a final read.
+pub const FINAL: &str = "final";
+
+/// The path of workload znode `name` in test run `run_id` (one path segment).
+pub fn path(run_id: &str, name: &str) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        !run_id.is_empty() && !run_id.contains('/'),
+        "run id {run_id:?} must be a non-empty znode name without '/'"
+    );
+    Ok(format!("/stampede/{run_id}/{name}"))
+}
+
+/// Creates the persistent znode `path` holding `data`, open to anyone, with its parents; an
+/// error when it exists already (a run id used before).
+pub async fn create(client: &Client, path: &str, data: &[u8]) -> anyhow::Result<()> {
+    let parent = path.rsplit_once('/').map_or("/", |(p, _)| p);
+    let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    client
+        .mkdir(parent, &options)
+        .await
+        .with_context(|| format!("creating {parent}"))?;
+    client
+        .create(path, data, &options)
+        .await
+        .with_context(|| format!("creating {path} (is the run id fresh?)"))?;
+    Ok(())
+}
+
+/// One synced `read` of each of `keys`, invoked with [`FINAL`].
+pub fn final_reads(keys: &BTreeSet<String>) -> Vec<OpSpec> {
+    keys.iter()
+        .map(|k| OpSpec {
+            f: "read",
+            key: Some(k.clone()),
+            value: json!(FINAL),
+            is_final: true,
+        })
+        .collect()
+}
+
+/// Runs `ops` under the generator as `settings` say against `target`; the run's summary is
+/// kept.
+pub async fn run<C: Section>(
+    settings: &Settings<C>,
+    ops: impl Operations + 'static,
+    target: Target,
+) -> anyhow::Result<Ran> {
+    let options = settings.session.client_options();
+    let healed = crate::generator::run(&settings.generator, Arc::new(ops), options, target).await?;
+    Ran::kept(healed, None)
+}
+
+/// A checker's verdict: anomalies make it invalid; without them it is valid only when there
+/// was something to judge (`judged`: e.g. a final read was made).
+pub fn verdict(valid: bool, judged: bool) -> Validity {
+    match (valid, judged) {
+        (false, _) => Validity::Invalid,
+        (true, true) => Validity::Valid,
+        (true, false) => Validity::Unknown,
+    }
+}
