@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::history::Op;
+use crate::history::{Op, NO_NODE};
 
 /// How many anomalies of each kind are listed; all are counted.
 const LISTED: usize = 20;
@@ -45,6 +45,15 @@ impl Anomalies {
         }
     }
 
+    /// Notes an anomaly of `kind` when `op` (by `process`) was answered no-node on `what`, a
+    /// znode setup created and nothing deletes.
+    pub fn note_gone(&mut self, kind: &str, op: &Op, process: u64, what: &str) {
+        if op.error.as_deref() == Some(NO_NODE) {
+            let said = format!("{} answered no-node on {what}", op.f);
+            self.note(kind, op, process, said);
+        }
+    }
+
     /// None found.
     pub fn is_empty(&self) -> bool {
         self.counts.is_empty()
@@ -54,6 +63,13 @@ impl Anomalies {
     #[cfg(test)]
     pub fn count(&self, kind: &str) -> usize {
         self.counts.get(kind).copied().unwrap_or(0)
+    }
+
+    /// The one anomaly of `kind`; panics unless exactly one was found.
+    #[cfg(test)]
+    pub fn only(&self, kind: &str) -> &Anomaly {
+        assert_eq!(self.count(kind), 1, "one {kind}: {self:?}");
+        &self.anomalies[kind][0]
     }
 
     /// The indexes of the anomalous completions, for a timeline to outline.

@@ -3,7 +3,7 @@
 //! `/stampede/<run-id>/<name>`, how setup creates it, the synced final reads after the heal,
 //! running under the generator, and a verdict that needs something to judge.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -13,6 +13,7 @@ use zookeeper_client::{Acls, Client, CreateMode};
 use super::{Ran, Section, Settings};
 use crate::checker::result::Validity;
 use crate::generator::{OpSpec, Operations, Target};
+use crate::history::{Op, OpType, Process};
 
 /// The invocation value of a final read.
 pub const FINAL: &str = "final";
@@ -66,6 +67,44 @@ pub async fn run<C: Section>(
     Ran::kept(healed, None)
 }
 
+/// How the adds and reads of a workload that adds and reads (the counter, the set) ended;
+/// kept flattened in its report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AddsAndReads {
+    /// Adds that ended `ok`.
+    pub adds_ok: u64,
+    /// Adds whose outcome is unknown.
+    pub adds_info: u64,
+    /// Adds the server refused.
+    pub adds_fail: u64,
+    /// Reads that ended `ok`.
+    pub reads: u64,
+}
+
+/// A client's operation in a history, as the paced workloads' checkers walk it.
+pub enum Step<'a> {
+    /// An invocation.
+    Invoked(&'a Op),
+    /// `op` completed by the process, with its invocation when the history has it.
+    Completed(u64, Option<&'a Op>, &'a Op),
+}
+
+/// The client operations of `ops` in order, each completion with its invocation.
+pub fn steps(ops: &[Op]) -> impl Iterator<Item = Step<'_>> {
+    let mut invoked_at: HashMap<u64, &Op> = HashMap::new();
+    ops.iter().filter_map(move |op| {
+        let Process::Client(process) = op.process else {
+            return None;
+        };
+        Some(if op.kind == OpType::Invoke {
+            invoked_at.insert(process, op);
+            Step::Invoked(op)
+        } else {
+            Step::Completed(process, invoked_at.remove(&process), op)
+        })
+    })
+}
+
 /// A checker's verdict: anomalies make it invalid; without them it is valid only when there
 /// was something to judge (`judged`: e.g. a final read was made).
 pub fn verdict(valid: bool, judged: bool) -> Validity {
@@ -73,5 +112,22 @@ pub fn verdict(valid: bool, judged: bool) -> Validity {
         (false, _) => Validity::Invalid,
         (true, true) => Validity::Valid,
         (true, false) => Validity::Unknown,
+    }
+}
+
+/// Test histories of paced workloads: reads, plain and final.
+#[cfg(test)]
+pub mod testing {
+    use crate::history::testing::ok_pair;
+    use crate::history::Op;
+
+    /// A read by `process` that returned `value`.
+    pub fn read(process: u64, value: &str) -> [Op; 2] {
+        ok_pair(process, "read", "null", value)
+    }
+
+    /// A final read (invoked with [`super::FINAL`]) by `process` that returned `value`.
+    pub fn final_read(process: u64, value: &str) -> [Op; 2] {
+        ok_pair(process, "read", &format!("{:?}", super::FINAL), value)
     }
 }

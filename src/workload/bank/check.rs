@@ -12,13 +12,11 @@
 //!
 //! Without a snapshot there is nothing to judge: the verdict is then unknown.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
-use crate::history::{Op, OpType, Process, NO_NODE};
+use crate::history::{Op, OpType};
 use crate::workload::anomalies::Anomalies;
-use crate::workload::paced::FINAL;
+use crate::workload::paced::{steps, Step, FINAL};
 
 /// The verdict of the bank checker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,20 +47,12 @@ pub fn check_bank(ops: &[Op], accounts: usize, total: i64) -> BankReport {
         total,
         ..BankReport::default()
     };
-    let mut invoked_at: HashMap<u64, &Op> = HashMap::new();
-    for op in ops {
-        let Process::Client(process) = op.process else {
+    for step in steps(ops) {
+        let Step::Completed(process, invoke, op) = step else {
             continue;
         };
-        if op.kind == OpType::Invoke {
-            invoked_at.insert(process, op);
-            continue;
-        }
-        let invoke = invoked_at.remove(&process);
-        if op.error.as_deref() == Some(NO_NODE) {
-            let what = format!("{} answered no-node on an account created at setup", op.f);
-            report.found.note("account-gone", op, process, what);
-        }
+        let setup = "an account created at setup";
+        report.found.note_gone("account-gone", op, process, setup);
         match (op.f.as_str(), op.kind) {
             ("transfer", OpType::Ok) => report.transfers_ok += 1,
             ("transfer", OpType::Fail) => report.transfers_fail += 1,
@@ -109,7 +99,8 @@ fn judge_snapshot(report: &mut BankReport, op: &Op, process: u64, balances: &[i6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::testing::{complete, history, invoke, ok_pair};
+    use crate::history::testing::{complete, history, invoke};
+    use crate::workload::paced::testing::{final_read, read};
 
     fn transfer(process: u64, kind: &str) -> [Op; 2] {
         let value = r#"{"from":0,"to":1,"amount":3}"#;
@@ -123,10 +114,10 @@ mod tests {
     /// read.
     fn run(seen: &str) -> Vec<Op> {
         let mut lines: Vec<Op> = Vec::new();
-        lines.extend(ok_pair(1, "read", "null", "[10,10,10]"));
+        lines.extend(read(1, "[10,10,10]"));
         lines.extend(transfer(2, "ok"));
-        lines.extend(ok_pair(1, "read", "null", seen));
-        lines.extend(ok_pair(3, "read", "\"final\"", "[7,13,10]"));
+        lines.extend(read(1, seen));
+        lines.extend(final_read(3, "[7,13,10]"));
         history(&lines)
     }
 
@@ -143,8 +134,7 @@ mod tests {
         // The debit without the credit: what two separate setData calls let a reader see.
         let report = check_bank(&run("[7,10,10]"), 3, 30);
         assert!(!report.valid);
-        assert_eq!(report.found.count("wrong-total"), 1, "{report:?}");
-        let anomaly = &report.found.anomalies["wrong-total"][0];
+        let anomaly = report.found.only("wrong-total");
         assert!(anomaly.what.contains("add up to 27, not 30"), "{anomaly:?}");
         assert_eq!(anomaly.index, 5, "the read's completion");
     }
@@ -152,20 +142,20 @@ mod tests {
     #[test]
     fn an_overdrawn_account_is_a_negative_balance() {
         let report = check_bank(&run("[-3,23,10]"), 3, 30);
-        assert_eq!(report.found.count("negative-balance"), 1, "{report:?}");
+        report.found.only("negative-balance");
         assert_eq!(report.found.count("wrong-total"), 0, "it adds up");
     }
 
     #[test]
     fn a_snapshot_missing_an_account_is_reported() {
         let report = check_bank(&run("[7,23]"), 3, 30);
-        assert_eq!(report.found.count("wrong-accounts"), 1, "{report:?}");
+        report.found.only("wrong-accounts");
         let lines = [
             invoke(1, "read", "null"),
             complete(1, "fail", "read", "null").with_error("no-node"),
         ];
         let report = check_bank(&history(&lines), 3, 30);
-        assert_eq!(report.found.count("account-gone"), 1, "{report:?}");
+        report.found.only("account-gone");
     }
 
     #[test]
@@ -175,7 +165,7 @@ mod tests {
             let mut lines: Vec<Op> = Vec::new();
             lines.extend(transfer(1, "info"));
             lines.extend(transfer(2, "fail"));
-            lines.extend(ok_pair(3, "read", "\"final\"", seen));
+            lines.extend(final_read(3, seen));
             let report = check_bank(&history(&lines), 3, 30);
             assert!(report.valid, "{seen}: {report:?}");
             assert_eq!((report.transfers_info, report.transfers_fail), (1, 1));

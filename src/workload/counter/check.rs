@@ -17,9 +17,9 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::history::{Op, OpType, Process, NO_NODE};
+use crate::history::{Op, OpType};
 use crate::workload::anomalies::Anomalies;
-use crate::workload::paced::FINAL;
+use crate::workload::paced::{steps, AddsAndReads, Step, FINAL};
 
 /// The verdict of the counter checker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,14 +28,9 @@ pub struct CounterReport {
     pub valid: bool,
     /// A final read was made, so lost increments could be looked for.
     pub final_read: bool,
-    /// Adds that ended `ok`, `info` and `fail`.
-    pub adds_ok: u64,
-    /// Adds whose outcome is unknown.
-    pub adds_info: u64,
-    /// Adds the server refused.
-    pub adds_fail: u64,
-    /// Reads that ended `ok`.
-    pub reads: u64,
+    /// How its adds and reads ended.
+    #[serde(flatten)]
+    pub ops: AddsAndReads,
     /// The total the last final read saw.
     pub final_value: Option<i64>,
     /// Anomalies by kind (`lost-increment`, `phantom-increment`, `went-back`,
@@ -47,35 +42,26 @@ pub struct CounterReport {
 /// Checks a counter history.
 pub fn check_counter(ops: &[Op]) -> CounterReport {
     let mut report = CounterReport::default();
-    let mut invoked_at: HashMap<u64, &Op> = HashMap::new();
     // Adds invoked so far (not refused), and `ok` adds completed so far, as history goes.
     let mut adds_invoked: i64 = 0;
     let mut adds_done: Vec<(u64, &Op)> = Vec::new();
     let mut seen: HashMap<u64, i64> = HashMap::new();
     let mut produced: HashMap<i64, u64> = HashMap::new();
-    for op in ops {
-        let Process::Client(process) = op.process else {
-            continue;
-        };
-        if op.kind == OpType::Invoke {
-            invoked_at.insert(process, op);
-            if op.f == "add" {
-                adds_invoked += 1;
+    for step in steps(ops) {
+        let (process, invoke, op) = match step {
+            Step::Invoked(op) => {
+                if op.f == "add" {
+                    adds_invoked += 1;
+                }
+                continue;
             }
-            continue;
-        }
-        let invoke = invoked_at.remove(&process);
-        if op.error.as_deref() == Some(NO_NODE) {
-            report.found.note(
-                "counter-gone",
-                op,
-                process,
-                format!("{} answered no-node on the counter created at setup", op.f),
-            );
-        }
+            Step::Completed(process, invoke, op) => (process, invoke, op),
+        };
+        let setup = "the counter created at setup";
+        report.found.note_gone("counter-gone", op, process, setup);
         match (op.f.as_str(), op.kind) {
             ("add", OpType::Ok) => {
-                report.adds_ok += 1;
+                report.ops.adds_ok += 1;
                 adds_done.push((op.time, op));
                 let Some(total) = op.value.as_i64() else {
                     continue;
@@ -91,12 +77,12 @@ pub fn check_counter(ops: &[Op]) -> CounterReport {
                 see(&mut report, &mut seen, op, process, total);
             }
             ("add", OpType::Fail) => {
-                report.adds_fail += 1;
+                report.ops.adds_fail += 1;
                 adds_invoked -= 1;
             }
-            ("add", _) => report.adds_info += 1,
+            ("add", _) => report.ops.adds_info += 1,
             ("read", OpType::Ok) => {
-                report.reads += 1;
+                report.ops.reads += 1;
                 let Some(total) = op.value.as_i64() else {
                     continue;
                 };
@@ -156,17 +142,10 @@ fn see(
 mod tests {
     use super::*;
     use crate::history::testing::{complete, history, invoke, ok_pair};
+    use crate::workload::paced::testing::{final_read, read};
 
     fn add(process: u64, total: &str) -> [Op; 2] {
         ok_pair(process, "add", "1", total)
-    }
-
-    fn read(process: u64, total: &str) -> [Op; 2] {
-        ok_pair(process, "read", "null", total)
-    }
-
-    fn final_read(process: u64, total: &str) -> [Op; 2] {
-        ok_pair(process, "read", "\"final\"", total)
     }
 
     /// Three adds by two processes, reads between them, a final read of `last`.
@@ -185,7 +164,7 @@ mod tests {
         let report = check_counter(&run("3"));
         assert!(report.valid && report.final_read, "{report:?}");
         assert_eq!(
-            (report.adds_ok, report.reads, report.final_value),
+            (report.ops.adds_ok, report.ops.reads, report.final_value),
             (3, 2, Some(3))
         );
     }
@@ -208,7 +187,9 @@ mod tests {
         lines.extend(add(2, "1"));
         let report = check_counter(&history(&lines));
         assert_eq!(report.found.counts["lost-increment"], 1, "{report:?}");
-        assert!(report.found.anomalies["lost-increment"][0]
+        assert!(report
+            .found
+            .only("lost-increment")
             .what
             .contains("produced total 1"));
     }
@@ -222,7 +203,7 @@ mod tests {
         lines.extend(read(2, "2"));
         let report = check_counter(&history(&lines));
         assert_eq!(report.found.counts["phantom-increment"], 1, "{report:?}");
-        assert_eq!(report.adds_fail, 1);
+        assert_eq!(report.ops.adds_fail, 1);
     }
 
     #[test]

@@ -103,10 +103,10 @@ impl Workload for CounterWorkload {
         };
         let line = format!(
             "counter: {} adds ok ({} info, {} fail), {} reads, {final_value}; {}",
-            counter.adds_ok,
-            counter.adds_info,
-            counter.adds_fail,
-            counter.reads,
+            counter.ops.adds_ok,
+            counter.ops.adds_info,
+            counter.ops.adds_fail,
+            counter.ops.reads,
             counter.found.summary(),
         );
         Ok(Judged {

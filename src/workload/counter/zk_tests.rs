@@ -37,7 +37,7 @@ async fn versioned_adds_keep_every_increment_and_blind_adds_are_caught() {
     let server = ZkServer::start();
     let (kept, _) = counted("versioned", true, &server).await;
     assert!(kept.valid && kept.final_read, "{kept:?}");
-    assert_eq!(kept.final_value, Some(kept.adds_ok as i64), "{kept:?}");
+    assert_eq!(kept.final_value, Some(kept.ops.adds_ok as i64), "{kept:?}");
 
     let (blind, ops) = counted("blind", false, &server).await;
     assert!(!blind.valid, "{blind:?}");
@@ -48,7 +48,7 @@ async fn versioned_adds_keep_every_increment_and_blind_adds_are_caught() {
     );
     // The final total really is short of the acknowledged adds.
     assert!(
-        blind.final_value.unwrap() < blind.adds_ok as i64,
+        blind.final_value.unwrap() < blind.ops.adds_ok as i64,
         "{blind:?}"
     );
     assert!(ops.iter().any(|o| o.value == crate::workload::paced::FINAL));

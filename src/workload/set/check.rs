@@ -23,9 +23,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::history::{Op, OpType, Process, NO_NODE};
+use crate::history::{Op, OpType};
 use crate::workload::anomalies::Anomalies;
-use crate::workload::paced::FINAL;
+use crate::workload::paced::{steps, AddsAndReads, Step, FINAL};
 
 /// The verdict of the set checker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,14 +34,9 @@ pub struct SetReport {
     pub valid: bool,
     /// A final read was made, so lost elements could be looked for.
     pub final_read: bool,
-    /// Adds that ended `ok`.
-    pub adds_ok: u64,
-    /// Adds whose outcome is unknown.
-    pub adds_info: u64,
-    /// Adds the server refused.
-    pub adds_fail: u64,
-    /// Reads that ended `ok`.
-    pub reads: u64,
+    /// How its adds and reads ended.
+    #[serde(flatten)]
+    pub ops: AddsAndReads,
     /// Elements the last final read listed.
     pub final_size: Option<usize>,
     /// Anomalies by kind (`lost-element`, `disappeared`, `unexpected-element`, `set-gone`),
@@ -69,41 +64,36 @@ struct State {
 pub fn check_set(ops: &[Op], sync_reads: bool) -> SetReport {
     let mut report = SetReport::default();
     let mut state = State::default();
-    let mut invoked_at: HashMap<u64, &Op> = HashMap::new();
-    for op in ops {
-        let Process::Client(process) = op.process else {
-            continue;
-        };
-        if op.kind == OpType::Invoke {
-            invoked_at.insert(process, op);
-            if let ("add", Some(element)) = (op.f.as_str(), op.value.as_u64()) {
-                state.attempted.insert(element);
+    for step in steps(ops) {
+        let (process, invoke, op) = match step {
+            Step::Invoked(op) => {
+                if let ("add", Some(element)) = (op.f.as_str(), op.value.as_u64()) {
+                    state.attempted.insert(element);
+                }
+                continue;
             }
-            continue;
-        }
-        let invoke = invoked_at.remove(&process);
-        if op.error.as_deref() == Some(NO_NODE) {
-            let what = format!("{} answered no-node on the set created at setup", op.f);
-            report.found.note("set-gone", op, process, what);
-        }
+            Step::Completed(process, invoke, op) => (process, invoke, op),
+        };
+        let setup = "the set created at setup";
+        report.found.note_gone("set-gone", op, process, setup);
         match (op.f.as_str(), op.kind) {
             ("add", OpType::Ok) => {
-                report.adds_ok += 1;
+                report.ops.adds_ok += 1;
                 if let Some(element) = op.value.as_u64() {
                     state.known.entry(element).or_insert(op.time);
                     state.seen_by.entry(process).or_default().insert(element);
                 }
             }
             ("add", OpType::Fail) => {
-                report.adds_fail += 1;
+                report.ops.adds_fail += 1;
                 if let Some(element) = op.value.as_u64() {
                     state.attempted.remove(&element);
                     state.refused.insert(element);
                 }
             }
-            ("add", _) => report.adds_info += 1,
+            ("add", _) => report.ops.adds_info += 1,
             ("read", OpType::Ok) => {
-                report.reads += 1;
+                report.ops.reads += 1;
                 let Some(listed) = elements(&op.value) else {
                     continue;
                 };
@@ -213,17 +203,10 @@ fn elements(value: &serde_json::Value) -> Option<BTreeSet<u64>> {
 mod tests {
     use super::*;
     use crate::history::testing::{complete, history, invoke, ok_pair};
+    use crate::workload::paced::testing::{final_read, read};
 
     fn add(process: u64, element: &str) -> [Op; 2] {
         ok_pair(process, "add", element, element)
-    }
-
-    fn read(process: u64, listed: &str) -> [Op; 2] {
-        ok_pair(process, "read", "null", listed)
-    }
-
-    fn final_read(process: u64, listed: &str) -> [Op; 2] {
-        ok_pair(process, "read", "\"final\"", listed)
     }
 
     /// Elements 0 and 1 added by two processes, read in between, a final read of `last`.
@@ -241,7 +224,7 @@ mod tests {
         let report = check_set(&run("[0,1]"), false);
         assert!(report.valid && report.final_read, "{report:?}");
         assert_eq!(
-            (report.adds_ok, report.reads, report.final_size),
+            (report.ops.adds_ok, report.ops.reads, report.final_size),
             (2, 2, Some(2))
         );
     }
@@ -250,8 +233,7 @@ mod tests {
     fn a_final_read_missing_an_acknowledged_element_lost_it() {
         let report = check_set(&run("[1]"), false);
         assert!(!report.valid);
-        assert_eq!(report.found.count("lost-element"), 1, "{report:?}");
-        let lost = &report.found.anomalies["lost-element"][0];
+        let lost = report.found.only("lost-element");
         assert!(lost.what.contains("element 0"), "{lost:?}");
         assert_eq!(lost.index, 7, "the final read's completion");
     }
@@ -259,8 +241,9 @@ mod tests {
     #[test]
     fn an_element_no_add_invoked_is_unexpected() {
         let report = check_set(&run("[0,1,7]"), false);
-        assert_eq!(report.found.count("unexpected-element"), 1, "{report:?}");
-        assert!(report.found.anomalies["unexpected-element"][0]
+        assert!(report
+            .found
+            .only("unexpected-element")
             .what
             .contains("element 7, that no add invoked"));
     }
@@ -272,8 +255,8 @@ mod tests {
         lines.push(complete(1, "fail", "add", "0").with_error("node-exists"));
         lines.extend(final_read(2, "[0]"));
         let report = check_set(&history(&lines), false);
-        assert_eq!(report.found.count("unexpected-element"), 1, "{report:?}");
-        assert_eq!(report.adds_fail, 1);
+        report.found.only("unexpected-element");
+        assert_eq!(report.ops.adds_fail, 1);
         // Its twin: the refused element is absent.
         let lines = [&lines[..2], &final_read(2, "[]")].concat();
         assert!(check_set(&history(&lines), false).valid);
@@ -289,7 +272,7 @@ mod tests {
             lines.extend(final_read(3, last));
             let report = check_set(&history(&lines), false);
             assert!(report.valid, "{last}: {report:?}");
-            assert_eq!(report.adds_info, 1);
+            assert_eq!(report.ops.adds_info, 1);
         }
     }
 
@@ -301,7 +284,7 @@ mod tests {
         lines.extend(read(3, "[1]"));
         lines.extend(final_read(4, "[]"));
         let report = check_set(&history(&lines), false);
-        assert_eq!(report.found.count("lost-element"), 1, "{report:?}");
+        report.found.only("lost-element");
     }
 
     #[test]
@@ -312,7 +295,7 @@ mod tests {
         lines.extend(read(2, "[]"));
         lines.extend(final_read(2, "[0]"));
         let report = check_set(&history(&lines), false);
-        assert_eq!(report.found.count("disappeared"), 1, "{report:?}");
+        report.found.only("disappeared");
         assert_eq!(
             report.found.count("lost-element"),
             0,
@@ -330,7 +313,7 @@ mod tests {
         assert!(check_set(&history(&lines), false).valid);
         // With every read synced it must list what was acknowledged before it began.
         let report = check_set(&history(&lines), true);
-        assert_eq!(report.found.count("disappeared"), 1, "{report:?}");
+        report.found.only("disappeared");
     }
 
     #[test]
@@ -351,7 +334,7 @@ mod tests {
             complete(1, "fail", "read", "null").with_error("no-node"),
         ];
         let report = check_set(&history(&lines), false);
-        assert_eq!(report.found.count("set-gone"), 1);
+        report.found.only("set-gone");
         assert!(!report.final_read);
     }
 }

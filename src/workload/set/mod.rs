@@ -80,10 +80,10 @@ impl Workload for SetWorkload {
         };
         let line = format!(
             "set: {} adds ok ({} info, {} fail), {} reads, {final_size}; {}",
-            set.adds_ok,
-            set.adds_info,
-            set.adds_fail,
-            set.reads,
+            set.ops.adds_ok,
+            set.ops.adds_info,
+            set.ops.adds_fail,
+            set.ops.reads,
             set.found.summary(),
         );
         Ok(Judged {

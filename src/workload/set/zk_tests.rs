@@ -21,7 +21,7 @@ async fn run(run_id: &str, ephemeral: bool) -> SetReport {
     let history = run_ops_killed(run_id, ops, 6000, 6000).await;
     let report = check_set(&history, false);
     eprintln!("{report:?}");
-    assert!(report.adds_ok > 100 && report.final_read, "{report:?}");
+    assert!(report.ops.adds_ok > 100 && report.final_read, "{report:?}");
     report
 }
 
@@ -31,7 +31,7 @@ async fn persistent_elements_survive_kills_and_ephemeral_ones_are_caught_lost() 
     assert!(kept.valid, "{kept:?}");
     let listed = kept.final_size.unwrap() as u64;
     assert!(
-        (kept.adds_ok..=kept.adds_ok + kept.adds_info).contains(&listed),
+        (kept.ops.adds_ok..=kept.ops.adds_ok + kept.ops.adds_info).contains(&listed),
         "every acknowledged element, and some unknown ones: {kept:?}"
     );
 

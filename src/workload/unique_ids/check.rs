@@ -142,8 +142,9 @@ mod tests {
     #[test]
     fn an_id_given_twice_is_a_duplicate() {
         let report = check_unique_ids(&run("2"));
-        assert_eq!(report.found.count("duplicate-id"), 1, "{report:?}");
-        assert!(report.found.anomalies["duplicate-id"][0]
+        assert!(report
+            .found
+            .only("duplicate-id")
             .what
             .contains("op 5 (process 1)"));
         assert_eq!(report.found.count("out-of-order"), 0, "one anomaly per id");
@@ -155,7 +156,7 @@ mod tests {
         lines.extend(generate(1, "5"));
         lines.extend(generate(1, "4"));
         let report = check_unique_ids(&history(&lines));
-        assert_eq!(report.found.count("went-back"), 1, "{report:?}");
+        report.found.only("went-back");
     }
 
     #[test]
@@ -164,7 +165,7 @@ mod tests {
         lines.extend(generate(1, "5"));
         lines.extend(generate(2, "4"));
         let report = check_unique_ids(&history(&lines));
-        assert_eq!(report.found.count("out-of-order"), 1, "{report:?}");
+        report.found.only("out-of-order");
         // Its twin: concurrent generates may be given ids in either order.
         let lines = [
             invoke(1, "generate", "null"),
@@ -193,6 +194,6 @@ mod tests {
         // Refused for want of the directory: it was created at setup and never deleted.
         lines[3] = lines[3].clone().with_error("no-node");
         let report = check_unique_ids(&history(&lines));
-        assert_eq!(report.found.count("ids-gone"), 1, "{report:?}");
+        report.found.only("ids-gone");
     }
 }
