@@ -265,10 +265,10 @@ fn every_reader_reads_the_run_back(
     );
 }
 
-/// The set, unique-ids and bank workloads through partitions of the ensemble and kills of a
-/// minority: each run valid, exposed to both, its checker's report in `results.json` with
+/// The counter, set, unique-ids and bank workloads through partitions of the ensemble and
+/// kills of a minority: each run valid, exposed to both, its checker's report in `results.json` with
 /// enough acknowledged operations, and every reader showing the bank run.
-fn set_unique_ids_and_bank_stay_valid_through_partitions_and_kills(cluster: &TestCluster) {
+fn counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills(cluster: &TestCluster) {
     let package = cluster.work.join("partition-kill.yaml");
     std::fs::write(
         &package,
@@ -277,6 +277,7 @@ fn set_unique_ids_and_bank_stay_valid_through_partitions_and_kills(cluster: &Tes
     .unwrap();
     let package = package.display().to_string();
     for (workload, acknowledged) in [
+        ("counter", "adds_ok"),
         ("set", "adds_ok"),
         ("unique-ids", "generated"),
         ("bank", "transfers_ok"),
@@ -586,8 +587,8 @@ fn main() {
             a_server_unreadable_after_the_run_leaves_it_unknown,
         ),
         (
-            "set_unique_ids_and_bank_stay_valid_through_partitions_and_kills",
-            set_unique_ids_and_bank_stay_valid_through_partitions_and_kills,
+            "counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills",
+            counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills,
         ),
         (
             "a_killed_controller_leaves_a_checkable_history",
