@@ -306,21 +306,10 @@ fn why_unknown(reading: &ReplicaReading) -> String {
 /// The differences among reads kept at `zxid`: each read against the tree most of them
 /// served (on a tie, the first read's), merged per server, znode and fields.
 fn differences(zxid: i64, kept: &[Kept]) -> Vec<Divergence> {
-    let agreeing = |tree: &Tree| kept.iter().filter(|k| k.labelled.tree == *tree).count();
-    let Some(reference) = kept
-        .iter()
-        .map(|k| &k.labelled.tree)
-        .rev()
-        .max_by_key(|tree| agreeing(tree))
-    else {
+    let served: Vec<(&str, &Tree)> = kept.iter().map(|k| (k.server, &k.labelled.tree)).collect();
+    let Some((reference, others)) = majority(&served) else {
         return Vec::new();
     };
-    let mut others: Vec<String> = kept
-        .iter()
-        .filter(|k| k.labelled.tree == *reference)
-        .map(|k| k.server.to_string())
-        .collect();
-    others.dedup();
     let mut merged: Vec<Divergence> = Vec::new();
     for k in kept.iter().filter(|k| k.labelled.tree != *reference) {
         for (path, fields, served, expected) in tree_differences(&k.labelled.tree, reference) {
@@ -381,6 +370,20 @@ fn field_differences(a: &Znode, b: &Znode) -> (Vec<String>, String, String) {
     (names, served.join(", "), expected.join(", "))
 }
 
+/// Of what each server served, the value most of them agree on (on a tie, the first's), and
+/// the servers that served it, each named once.
+fn majority<'a, T: PartialEq>(served: &[(&str, &'a T)]) -> Option<(&'a T, Vec<String>)> {
+    let agreeing = |value: &T| served.iter().filter(|(_, v)| *v == value).count();
+    let &(_, reference) = served.iter().rev().max_by_key(|(_, v)| agreeing(v))?;
+    let mut others: Vec<String> = served
+        .iter()
+        .filter(|(_, v)| *v == reference)
+        .map(|(server, _)| server.to_string())
+        .collect();
+    others.dedup();
+    Some((reference, others))
+}
+
 /// keeperd's digests that differ among servers asked at the same zxid.
 fn digest_differences(reading: &ReplicaReading) -> Vec<Divergence> {
     let mut at: BTreeMap<i64, Vec<(&str, u64)>> = BTreeMap::new();
@@ -391,15 +394,10 @@ fn digest_differences(reading: &ReplicaReading) -> Vec<Divergence> {
     }
     let mut found = Vec::new();
     for (zxid, digests) in at {
-        let agreeing = |d: u64| digests.iter().filter(|(_, e)| *e == d).count();
-        let Some(&(_, reference)) = digests.iter().rev().max_by_key(|(_, d)| agreeing(*d)) else {
+        let served: Vec<(&str, &u64)> = digests.iter().map(|(s, d)| (*s, d)).collect();
+        let Some((&reference, others)) = majority(&served) else {
             continue;
         };
-        let others: Vec<String> = digests
-            .iter()
-            .filter(|(_, d)| *d == reference)
-            .map(|(s, _)| s.to_string())
-            .collect();
         for (server, digest) in digests.iter().filter(|(_, d)| *d != reference) {
             found.push(Divergence {
                 server: server.to_string(),
