@@ -51,8 +51,9 @@ pub trait Operations: Send + Sync {
         op: &OpSpec,
     ) -> Result<Completion, zookeeper_client::Error>;
 
-    /// Learns how `process`'s operation `op` ended (e.g. the versions it saw).
-    fn completed(&self, process: u64, op: &OpSpec, result: &Result<Completion, OpError>);
+    /// Learns how `process`'s operation `op` ended (e.g. the versions it saw); by default
+    /// nothing is kept.
+    fn completed(&self, _process: u64, _op: &OpSpec, _result: &Result<Completion, OpError>) {}
 
     /// The final-phase operations of a process that touched `keys`.
     fn final_ops(&self, keys: &BTreeSet<String>) -> Vec<OpSpec>;

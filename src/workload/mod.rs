@@ -82,6 +82,19 @@ pub struct Entry {
     pub sweeps_contenders: bool,
 }
 
+/// The path of workload znode `name` in test run `run_id` (one znode name), under the run's
+/// root that the replicas' comparison reads ([`crate::client::replica_read::run_root`]).
+pub fn run_path(run_id: &str, name: &str) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        !run_id.is_empty() && !run_id.contains('/'),
+        "run id {run_id:?} must be a non-empty znode name without '/'"
+    );
+    Ok(format!(
+        "{}/{name}",
+        crate::client::replica_read::run_root(run_id)
+    ))
+}
+
 /// The registry's entry of the workload called `name`; the error names the known ones.
 pub fn entry(name: &str) -> Result<&'static Entry, String> {
     let found = WORKLOADS.iter().find(|e| e.name == name).copied();

@@ -1,7 +1,7 @@
 //! What the workloads the generator paces one operation at a time share (the counter, set,
-//! unique-ids and bank): the znode they keep their state under in one test run,
-//! `/stampede/<run-id>/<name>`, how setup creates it, the synced final reads after the heal,
-//! running under the generator, and a verdict that needs something to judge.
+//! unique-ids and bank): how setup creates the znodes they keep their state under (at
+//! [`super::run_path`]), the synced final reads after the heal, running under the generator,
+//! and a verdict that needs something to judge.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -17,15 +17,6 @@ use crate::history::{Op, OpType, Process};
 
 /// The invocation value of a final read.
 pub const FINAL: &str = "final";
-
-/// The path of workload znode `name` in test run `run_id` (one path segment).
-pub fn path(run_id: &str, name: &str) -> anyhow::Result<String> {
-    anyhow::ensure!(
-        !run_id.is_empty() && !run_id.contains('/'),
-        "run id {run_id:?} must be a non-empty znode name without '/'"
-    );
-    Ok(format!("/stampede/{run_id}/{name}"))
-}
 
 /// Creates the persistent znode `path` holding `data`, open to anyone, with its parents; an
 /// error when it exists already (a run id used before).

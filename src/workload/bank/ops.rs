@@ -16,7 +16,6 @@ use serde_json::{json, Value};
 use zookeeper_client::{Client, Error, MultiReadResult, MultiWriteError, Stat};
 
 use super::{BankConfig, TransferMode};
-use crate::client::OpError;
 use crate::generator::{Completion, OpSpec, Operations};
 use crate::workload::paced;
 
@@ -42,7 +41,7 @@ impl Bank {
     pub fn new(cfg: BankConfig, run_id: &str, seed: u64) -> anyhow::Result<Bank> {
         Ok(Bank {
             cfg,
-            dir: paced::path(run_id, "bank")?,
+            dir: crate::workload::run_path(run_id, "bank")?,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
         })
     }
@@ -223,8 +222,6 @@ impl Operations for Bank {
             _ => Err(Error::BadArguments(&"unknown bank operation")),
         }
     }
-
-    fn completed(&self, _process: u64, _op: &OpSpec, _result: &Result<Completion, OpError>) {}
 
     fn final_ops(&self, keys: &BTreeSet<String>) -> Vec<OpSpec> {
         paced::final_reads(keys)

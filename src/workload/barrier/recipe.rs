@@ -43,12 +43,10 @@ impl Recipe {
     /// The barrier for test run `run_id` (one znode name) that opens once `threshold`
     /// processes entered.
     pub fn new(run_id: &str, threshold: usize) -> anyhow::Result<Recipe> {
-        if run_id.is_empty() || run_id.contains('/') {
-            anyhow::bail!("run id {run_id:?} must be a non-empty znode name without '/'");
-        }
+        let dir = crate::workload::run_path(run_id, "barrier")?;
         anyhow::ensure!(threshold > 0, "a barrier needs a threshold of at least 1");
         Ok(Recipe {
-            dir: format!("/stampede/{run_id}/barrier"),
+            dir,
             threshold,
             #[cfg(test)]
             flaw: None,

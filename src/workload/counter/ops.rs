@@ -12,7 +12,6 @@ use serde_json::{json, Value};
 use zookeeper_client::{Client, Error};
 
 use super::CounterConfig;
-use crate::client::OpError;
 use crate::generator::{Completion, OpSpec, Operations};
 use crate::workload::paced;
 
@@ -31,7 +30,7 @@ impl Counter {
     pub fn new(cfg: CounterConfig, run_id: &str, seed: u64) -> anyhow::Result<Counter> {
         Ok(Counter {
             cfg,
-            path: paced::path(run_id, "counter")?,
+            path: crate::workload::run_path(run_id, "counter")?,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
         })
     }
@@ -104,8 +103,6 @@ impl Operations for Counter {
             _ => Err(Error::BadArguments(&"unknown counter operation")),
         }
     }
-
-    fn completed(&self, _process: u64, _op: &OpSpec, _result: &Result<Completion, OpError>) {}
 
     fn final_ops(&self, keys: &BTreeSet<String>) -> Vec<OpSpec> {
         paced::final_reads(keys)

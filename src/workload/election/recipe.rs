@@ -39,13 +39,8 @@ impl Recipe {
     /// The recipe `kind` for test run `run_id` (one znode name), under
     /// `/stampede/<run_id>/election`.
     pub fn new(kind: ElectionRecipe, run_id: &str) -> anyhow::Result<Recipe> {
-        if run_id.is_empty() || run_id.contains('/') {
-            anyhow::bail!("run id {run_id:?} must be a non-empty znode name without '/'");
-        }
-        Ok(Recipe {
-            kind,
-            dir: format!("/stampede/{run_id}/election"),
-        })
+        let dir = crate::workload::run_path(run_id, "election")?;
+        Ok(Recipe { kind, dir })
     }
 
     /// The persistent znodes the election's nodes live under: its directory, and the fair

@@ -25,13 +25,8 @@ impl Recipe {
     /// The recipe `kind` for test run `run_id` (one znode name), under
     /// `/stampede/<run_id>/lock`.
     pub fn new(kind: RecipeKind, run_id: &str) -> anyhow::Result<Recipe> {
-        if run_id.is_empty() || run_id.contains('/') {
-            anyhow::bail!("run id {run_id:?} must be a non-empty znode name without '/'");
-        }
-        Ok(Recipe {
-            kind,
-            dir: format!("/stampede/{run_id}/lock"),
-        })
+        let dir = crate::workload::run_path(run_id, "lock")?;
+        Ok(Recipe { kind, dir })
     }
 
     /// The persistent znodes the lock's nodes live under: its directory.

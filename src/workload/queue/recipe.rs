@@ -31,12 +31,8 @@ pub struct Queue {
 impl Queue {
     /// The queue of test run `run_id` (one znode name): `/stampede/<run_id>/queue`.
     pub fn new(run_id: &str) -> anyhow::Result<Queue> {
-        if run_id.is_empty() || run_id.contains('/') {
-            anyhow::bail!("run id {run_id:?} must be a non-empty znode name without '/'");
-        }
-        Ok(Queue {
-            dir: format!("/stampede/{run_id}/queue"),
-        })
+        let dir = crate::workload::run_path(run_id, "queue")?;
+        Ok(Queue { dir })
     }
 
     /// The queue node.

@@ -115,9 +115,7 @@ impl Register {
     /// drawn from `seed`.
     pub fn new(cfg: RegisterConfig, run_id: &str, seed: u64) -> anyhow::Result<Register> {
         cfg.validate().map_err(anyhow::Error::msg)?;
-        if run_id.is_empty() || run_id.contains('/') {
-            anyhow::bail!("run id {run_id:?} must be a non-empty znode name without '/'");
-        }
+        let root = crate::workload::run_path(run_id, "register")?;
         let mix = cfg.mix;
         let choose = WeightedIndex::new([mix.read, mix.write, mix.cas]).expect("validated weights");
         let state = State {
@@ -129,7 +127,7 @@ impl Register {
         };
         Ok(Register {
             cfg,
-            root: format!("/stampede/{run_id}/register"),
+            root,
             state: Mutex::new(state),
         })
     }

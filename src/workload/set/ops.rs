@@ -13,7 +13,6 @@ use serde_json::{json, Value};
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::SetConfig;
-use crate::client::OpError;
 use crate::generator::{Completion, OpSpec, Operations};
 use crate::workload::paced;
 
@@ -33,7 +32,7 @@ impl Set {
     pub fn new(cfg: SetConfig, run_id: &str, seed: u64) -> anyhow::Result<Set> {
         Ok(Set {
             cfg,
-            dir: paced::path(run_id, "set")?,
+            dir: crate::workload::run_path(run_id, "set")?,
             next_element: AtomicU64::new(0),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
         })
@@ -111,8 +110,6 @@ impl Operations for Set {
             _ => Err(Error::BadArguments(&"unknown set operation")),
         }
     }
-
-    fn completed(&self, _process: u64, _op: &OpSpec, _result: &Result<Completion, OpError>) {}
 
     fn final_ops(&self, keys: &BTreeSet<String>) -> Vec<OpSpec> {
         paced::final_reads(keys)

@@ -10,7 +10,6 @@ use serde_json::{json, Value};
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::Scheme;
-use crate::client::OpError;
 use crate::generator::{Completion, OpSpec, Operations};
 use crate::workload::paced;
 
@@ -28,7 +27,7 @@ impl UniqueIds {
     pub fn new(scheme: Scheme, run_id: &str) -> anyhow::Result<UniqueIds> {
         Ok(UniqueIds {
             scheme,
-            dir: paced::path(run_id, "ids")?,
+            dir: crate::workload::run_path(run_id, "ids")?,
         })
     }
 
@@ -85,8 +84,6 @@ impl Operations for UniqueIds {
             _ => Err(Error::BadArguments(&"unknown unique-ids operation")),
         }
     }
-
-    fn completed(&self, _process: u64, _op: &OpSpec, _result: &Result<Completion, OpError>) {}
 
     /// None: the ids were all given in the main phase.
     fn final_ops(&self, _keys: &BTreeSet<String>) -> Vec<OpSpec> {
