@@ -3,7 +3,8 @@
 //! folder's `args` file holds the flags, and each file's name says the verdict it must get
 //! (`valid-*` exits 0, `invalid-*` exits 1), alone and with its folder checked in one run;
 //! and `stampede check` on run folders written by an earlier stampede
-//! (`tests/fixtures/before-redesign/`).
+//! (`tests/fixtures/before-redesign/`) and on hand-made run folders of the workloads judged by
+//! their own checkers (`tests/fixtures/runs/`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -393,4 +394,94 @@ fn runs_written_before_the_redesign_are_judged_the_same() {
     }
     let _ = std::fs::remove_dir_all(&scratch);
     assert_eq!(judged, 5, "one run per workload of the time");
+}
+
+/// A hand-made run folder in `tests/fixtures/runs/<workload>/`: its path, the exit code and
+/// verdict word its name states, and the anomaly class an invalid one must report.
+struct RunCase {
+    dir: PathBuf,
+    code: i32,
+    verdict: &'static str,
+    anomaly: Option<String>,
+}
+
+/// Every hand-made run folder.
+fn run_cases() -> Vec<RunCase> {
+    let root = fixtures().parent().unwrap().join("runs");
+    let mut cases = Vec::new();
+    for workload in std::fs::read_dir(root).unwrap() {
+        let workload = workload.unwrap().path();
+        if !workload.is_dir() {
+            continue;
+        }
+        for case in std::fs::read_dir(&workload).unwrap() {
+            let dir = case.unwrap().path();
+            let name = dir.file_name().unwrap().to_string_lossy().to_string();
+            let (code, verdict) = match name.split('-').next() {
+                Some("valid") => (0, "valid"),
+                Some("invalid") => (1, "INVALID"),
+                Some("unknown") => (2, "unknown"),
+                _ => panic!("{}: name does not state a verdict", dir.display()),
+            };
+            let anomaly = std::fs::read_to_string(dir.join("anomaly"))
+                .ok()
+                .map(|a| a.trim().to_string());
+            assert_eq!(
+                anomaly.is_some(),
+                code == 1,
+                "{}: anomaly file",
+                dir.display()
+            );
+            cases.push(RunCase {
+                dir,
+                code,
+                verdict,
+                anomaly,
+            });
+        }
+    }
+    cases.sort_by(|a, b| a.dir.cmp(&b.dir));
+    cases
+}
+
+/// Each hand-made run folder, checked from a copy (a results folder is rewritten in place),
+/// exits with the code its name states, says that verdict on its line and in `results.json`,
+/// and an invalid one names its anomaly class.
+#[test]
+fn every_run_fixture_gets_the_verdict_its_name_states() {
+    let scratch = std::env::temp_dir().join(format!("stampede-runs-{}", std::process::id()));
+    let mut workloads = std::collections::BTreeSet::new();
+    let cases = run_cases();
+    for case in &cases {
+        let copy = scratch.join(case.dir.file_name().unwrap());
+        std::fs::create_dir_all(&copy).unwrap();
+        for file in ["history.jsonl", "test.yaml"] {
+            std::fs::copy(case.dir.join(file), copy.join(file)).unwrap();
+        }
+        let out = stampede(&["check", copy.to_str().unwrap()]);
+        let name = case.dir.display();
+        let line = last_line(&out);
+        assert_eq!(out.status.code(), Some(case.code), "{name}: {line}");
+        let said = format!("verdict: {} ", case.verdict);
+        assert!(line.starts_with(&said), "{name}: {line}");
+        if let Some(anomaly) = &case.anomaly {
+            assert!(
+                line.contains(anomaly.as_str()),
+                "{name}: no {anomaly} in {line}"
+            );
+        }
+        let results: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(copy.join("results.json")).unwrap()).unwrap();
+        let valid = match case.code {
+            0 => serde_json::json!(true),
+            1 => serde_json::json!(false),
+            _ => serde_json::json!("unknown"),
+        };
+        assert_eq!(results["valid"], valid, "{name}");
+        workloads.insert(case.dir.parent().unwrap().to_path_buf());
+        std::fs::remove_dir_all(&copy).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(workloads.len() >= 4, "only {workloads:?}");
+    assert!(cases.len() >= 27, "only {} run fixtures", cases.len());
 }
