@@ -11,7 +11,7 @@
 //! `ENTRY`, a file `workloads/<name>.yaml`, one line in the registry, and the README.
 
 mod anomalies;
-mod ephemeral;
+mod claims;
 mod figures;
 mod file;
 mod herd;
