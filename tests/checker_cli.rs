@@ -394,3 +394,54 @@ fn runs_written_before_the_redesign_are_judged_the_same() {
     let _ = std::fs::remove_dir_all(&scratch);
     assert_eq!(judged, 5, "one run per workload of the time");
 }
+
+/// The ephemeral workload's hand-made run folders (`tests/fixtures/ephemeral/`, see its
+/// README), each checked in a scratch copy: the verdict its name states (`valid-*` exits 0,
+/// `invalid-*` 1 naming the anomaly class in its `anomaly` file, `unknown-*` 2), and every
+/// invalid one has a valid twin.
+#[test]
+fn ephemeral_runs_get_the_verdict_their_names_state() {
+    let root = fixtures().parent().unwrap().join("ephemeral");
+    let scratch = std::env::temp_dir().join(format!("stampede-ephemeral-{}", std::process::id()));
+    let mut seen: Vec<String> = Vec::new();
+    for case in std::fs::read_dir(&root).unwrap() {
+        let case = case.unwrap().path();
+        if !case.is_dir() {
+            continue;
+        }
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let copy = scratch.join(&name);
+        std::fs::create_dir_all(&copy).unwrap();
+        for file in ["history.jsonl", "test.yaml"] {
+            std::fs::copy(case.join(file), copy.join(file)).unwrap();
+        }
+        let out = stampede(&["check", copy.to_str().unwrap()]);
+        let said = format!(
+            "{name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let verdict = last_line(&out);
+        let (code, starts) = match name.split('-').next().unwrap() {
+            "valid" => (0, "verdict: valid"),
+            "invalid" => (1, "verdict: INVALID"),
+            "unknown" => (2, "verdict: unknown"),
+            other => panic!("{name}: no verdict {other:?}"),
+        };
+        assert_eq!(out.status.code(), Some(code), "{said}");
+        assert!(verdict.starts_with(starts), "{said}");
+        if code == 1 {
+            let anomaly = std::fs::read_to_string(case.join("anomaly")).unwrap();
+            assert!(verdict.contains(&format!("1 {}", anomaly.trim())), "{said}");
+        }
+        seen.push(name);
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    seen.sort();
+    let count = |prefix: &str| seen.iter().filter(|n| n.starts_with(prefix)).count();
+    assert_eq!(
+        (count("invalid-"), count("valid-"), count("unknown-")),
+        (5, 5, 1),
+        "{seen:?}"
+    );
+}
