@@ -54,7 +54,7 @@ impl Default for EphemeralConfig {
             hold: ms(2000),
             cut_every: 3,
             poll: ms(500),
-            slack: ms(2000),
+            slack: ms(5000),
             settle: ms(30_000),
         }
     }
