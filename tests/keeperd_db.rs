@@ -5,7 +5,9 @@
 //! built with (cargo feature `failpoints`), a run with the faults that expose it is judged
 //! INVALID with the anomaly the bug causes; so is a keeperd whose members forget their data
 //! at every start (`forget-on-start`), killed all at once; and a follower that serves one
-//! stale znode (`stale-znode`) is named with that znode in a `replica-divergence`.
+//! stale znode (`stale-znode`) is named with that znode in a `replica-divergence`, and one
+//! that keeps an ephemeral after its session ended (`keep-ephemeral`) is caught by the
+//! ephemeral workload's polls of it, an `ephemeral-outlived-session`.
 //!
 //! A custom harness (`harness = false`) on a cluster of its own. Needs root on Linux and the
 //! keeperd binary built beside the test (`cargo test --workspace` builds it); the failpoint
@@ -168,9 +170,21 @@ fn lock_on_an_ensemble_under_kill_and_pause_is_valid(cluster: &TestCluster) {
     assert!(held > 10, "contenders held the lock: {held}");
 }
 
-/// A run of keeperd with `failpoint` on must be judged INVALID, naming `anomaly`.
+/// A register run of keeperd with `failpoint` on must be judged INVALID, naming `anomaly`.
 fn caught(cluster: &TestCluster, failpoint: &str, extra: &[&str], anomaly: &str) {
-    let mut args = vec!["--keeperd-failpoints", failpoint, "--workload", "register"];
+    caught_in(cluster, failpoint, "register", extra, anomaly);
+}
+
+/// A run of `workload` on keeperd with `failpoint` on must be judged INVALID, naming
+/// `anomaly`.
+fn caught_in(
+    cluster: &TestCluster,
+    failpoint: &str,
+    workload: &str,
+    extra: &[&str],
+    anomaly: &str,
+) {
+    let mut args = vec!["--keeperd-failpoints", failpoint, "--workload", workload];
     args.extend_from_slice(extra);
     let out = run(cluster, failpoints_binary(), &args);
     assert_eq!(
@@ -264,6 +278,21 @@ fn members_that_forget_on_restart_lose_acknowledged_writes(cluster: &TestCluster
     caught(cluster, "forget-on-start", &args, "lost-write");
 }
 
+/// The latest run's `results.json`, and the znode failpoint `name` acted on in it, as n1's
+/// keeperd logged it (`failpoint <name>: <path> …`).
+fn latest_on_n1(cluster: &TestCluster, name: &str) -> (serde_json::Value, String) {
+    let out_dir = std::fs::canonicalize(cluster.work.join("results/latest")).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("results.json")).unwrap()).unwrap();
+    let log = std::fs::read_to_string(out_dir.join("nodes/n1/keeperd.log")).unwrap();
+    let znode = log
+        .lines()
+        .find_map(|l| l.split(&format!("failpoint {name}: ")).nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{name} acted on no znode on n1: {log}"));
+    (results, znode.to_string())
+}
+
 fn a_follower_serving_a_stale_znode_is_caught(cluster: &TestCluster) {
     // No fault: server 1 follows the leader (3, elected on equal zxids) all along, and
     // freezes the first register key it sees set.
@@ -274,17 +303,9 @@ fn a_follower_serving_a_stale_znode_is_caught(cluster: &TestCluster) {
         &args,
         "replicas: DIVERGED (replica-divergence: n1 /stampede/",
     );
-    let out_dir = std::fs::canonicalize(cluster.work.join("results/latest")).unwrap();
-    let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("results.json")).unwrap()).unwrap();
+    let (results, frozen) = latest_on_n1(cluster, "stale-znode");
     let compared = &results["replicas"]["compared"];
     assert_eq!(compared["outcome"], "diverged", "{compared}");
-    let log = std::fs::read_to_string(out_dir.join("nodes/n1/keeperd.log")).unwrap();
-    let frozen = log
-        .lines()
-        .find_map(|l| l.split("failpoint stale-znode: ").nth(1))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("n1 froze no znode: {log}"));
     let named = compared["divergences"].as_array().unwrap().iter().any(|d| {
         d["server"] == "n1"
             && d["path"] == frozen
@@ -292,6 +313,45 @@ fn a_follower_serving_a_stale_znode_is_caught(cluster: &TestCluster) {
             && d["reads"] == serde_json::json!(["unsynced", "synced"])
     });
     assert!(named, "n1's frozen {frozen} is named: {compared}");
+}
+
+fn a_follower_keeping_an_ephemeral_after_its_session_is_caught(cluster: &TestCluster) {
+    // No fault: server 1 follows all along and keeps one ephemeral of the first session it
+    // sees end; its polls show it long after the session's deadline.
+    let args = [
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "6",
+        "--set",
+        "session.session_timeout=4s",
+        "--set",
+        "ephemeral.hold=1s",
+        "--set",
+        "ephemeral.slack=2s",
+    ];
+    caught_in(
+        cluster,
+        "keep-ephemeral",
+        "ephemeral",
+        &args,
+        "ephemeral-outlived-session",
+    );
+    let (results, kept) = latest_on_n1(cluster, "keep-ephemeral");
+    let report = &results["ephemeral"];
+    let outlived = report["anomalies"]["ephemeral-outlived-session"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"));
+    let named = outlived.iter().any(|a| {
+        let what = a["what"].as_str().unwrap();
+        what.contains(&format!("ephemeral {kept} shown by n1 "))
+    });
+    assert!(named, "n1's kept {kept} is named: {report}");
+    let elsewhere = outlived
+        .iter()
+        .any(|a| !a["what"].as_str().unwrap().contains(" shown by n1 "));
+    assert!(!elsewhere, "only n1 keeps it: {report}");
+    assert_eq!(report["settled"], true, "{report}");
 }
 
 fn main() {
@@ -327,6 +387,10 @@ fn main() {
         (
             "a_follower_serving_a_stale_znode_is_caught",
             a_follower_serving_a_stale_znode_is_caught,
+        ),
+        (
+            "a_follower_keeping_an_ephemeral_after_its_session_is_caught",
+            a_follower_keeping_an_ephemeral_after_its_session_is_caught,
         ),
     ];
     TestCluster::new("stkd", "10.241.12.0/24").run(

@@ -3,7 +3,8 @@
 //! replicas' trees compared, and a complete results folder; a server that cannot be read after
 //! the run leaves it unknown; `stampede check` agrees with the run; and a controller killed
 //! with SIGKILL mid-test leaves a history that parses and can be judged, with `stampede heal`
-//! clearing the faults. A run is
+//! clearing the faults. Ephemerals live and die with their sessions through partitions, kills
+//! and client-side cuts. A run is
 //! never valid without the faults it claims: a mistyped package is refused before anything
 //! starts, a run no fault reached or whose fault failed to start is unknown, and kills aimed
 //! at a minority or the leader reach keeperd's one server.
@@ -265,17 +266,23 @@ fn every_reader_reads_the_run_back(
     );
 }
 
-/// The counter, set, unique-ids and bank workloads through partitions of the ensemble and
-/// kills of a minority: each run valid, exposed to both, its checker's report in `results.json` with
-/// enough acknowledged operations, and every reader showing the bank run.
-fn counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills(cluster: &TestCluster) {
+/// A nemesis package of partitions into halves and kills of a minority, written into the
+/// cluster's scratch folder; its path.
+fn partition_kill(cluster: &TestCluster) -> String {
     let package = cluster.work.join("partition-kill.yaml");
     std::fs::write(
         &package,
         "faults:\n  - {kind: partition, target: halves}\n  - {kind: kill, target: minority}\n",
     )
     .unwrap();
-    let package = package.display().to_string();
+    package.display().to_string()
+}
+
+/// The counter, set, unique-ids and bank workloads through partitions of the ensemble and
+/// kills of a minority: each run valid, exposed to both, its checker's report in `results.json` with
+/// enough acknowledged operations, and every reader showing the bank run.
+fn counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills(cluster: &TestCluster) {
+    let package = partition_kill(cluster);
     for (workload, acknowledged) in [
         ("counter", "adds_ok"),
         ("set", "adds_ok"),
@@ -320,6 +327,55 @@ fn counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills(clust
             every_reader_reads_the_run_back(cluster, &dir, &verdict, workload);
         }
     }
+}
+
+/// The ephemeral workload through partitions of the ensemble and kills of a minority, every
+/// third session cut off on the client's side until it expires: valid, every server read after
+/// the settle, sessions closed, cut and told they expired, ephemerals polled from every server.
+fn ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills(cluster: &TestCluster) {
+    let package = partition_kill(cluster);
+    let out = cluster.stampede(&[
+        "test",
+        "--workload",
+        "ephemeral",
+        "--nemesis",
+        &package,
+        "--time-limit",
+        "11",
+        "--set",
+        "generator.nemesis_interval=2s",
+        "--set",
+        "generator.nemesis_duration=3s",
+        "--set",
+        "generator.quiet_period=2s",
+        "--set",
+        "session.op_timeout=3s",
+        "--set",
+        "session.session_timeout=4s",
+        "--set",
+        "ephemeral.hold=1s",
+    ]);
+    let verdict = last_line(&out);
+    println!("ephemeral: {verdict}");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
+    let dir = cluster.results_dir(&out);
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    for fault in ["\"start-partition\"", "\"start-kill\""] {
+        assert!(history.contains(fault), "{fault} happened");
+    }
+    assert!(
+        history.contains("\"state\":\"expired\""),
+        "a cut session was told it expired"
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    let report = &results["ephemeral"];
+    assert_eq!(report["valid"], true, "{report}");
+    assert_eq!(report["settled"], true, "{report}");
+    let count = |field: &str| report[field].as_u64().unwrap();
+    assert!(count("closed") >= 5 && count("cut") >= 3, "{report}");
+    assert!(count("created") >= 40 && count("polls") >= 30, "{report}");
 }
 
 /// Final reads are issued after the last nemesis operation.
@@ -589,6 +645,10 @@ fn main() {
         (
             "counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills",
             counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills,
+        ),
+        (
+            "ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills",
+            ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills,
         ),
         (
             "a_killed_controller_leaves_a_checkable_history",

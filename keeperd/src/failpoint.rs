@@ -33,17 +33,22 @@ pub enum Failpoint {
     /// applies no later setData of it (its data, version and mzxid stay),
     /// serving that one stale znode while its zxid moves on with the others.
     StaleZnode,
+    /// Server 1, while it follows, keeps one ephemeral of the first session it sees end
+    /// (closed or expired) with ephemerals: it applies the session's end but for that node,
+    /// which it serves on, owned by the session that is gone (ZOOKEEPER-4837's kind).
+    KeepEphemeral,
 }
 
 impl Failpoint {
     /// Every failpoint.
-    pub const ALL: [Failpoint; 6] = [
+    pub const ALL: [Failpoint; 7] = [
         Failpoint::AckBeforeDurable,
         Failpoint::SkipTrunc,
         Failpoint::CommitBeforeQuorum,
         Failpoint::StaleLeaderWrites,
         Failpoint::ForgetOnStart,
         Failpoint::StaleZnode,
+        Failpoint::KeepEphemeral,
     ];
 
     /// Its name in the config.
@@ -55,6 +60,7 @@ impl Failpoint {
             Failpoint::StaleLeaderWrites => "stale-leader-writes",
             Failpoint::ForgetOnStart => "forget-on-start",
             Failpoint::StaleZnode => "stale-znode",
+            Failpoint::KeepEphemeral => "keep-ephemeral",
         }
     }
 }
@@ -116,6 +122,20 @@ pub fn skips_set_data(id: u64, path: &str) -> bool {
         path.to_string()
     });
     frozen == path
+}
+
+/// Whether follower `id` keeps ephemeral `path` when its session ends
+/// ([`Failpoint::KeepEphemeral`]): server 1 keeps the first it is asked about, once.
+pub fn keeps_ephemeral(id: u64, path: &str) -> bool {
+    static KEPT: OnceLock<()> = OnceLock::new();
+    if id != 1 || !active(Failpoint::KeepEphemeral) || KEPT.get().is_some() {
+        return false;
+    }
+    let first = KEPT.set(()).is_ok();
+    if first {
+        tracing::warn!("failpoint keep-ephemeral: {path} is kept after its session ends");
+    }
+    first
 }
 
 /// Runs the failpoints due when the server starts, before it recovers from `data_dir`.

@@ -388,6 +388,14 @@ impl DataTree {
             .unwrap_or_default()
     }
 
+    /// Leaves ephemeral `path` out of `session`'s ephemerals, so that the session's end
+    /// keeps it (failpoint `keep-ephemeral`).
+    pub fn disown(&mut self, session: i64, path: &str) {
+        if let Some(set) = self.ephemerals.get_mut(&session) {
+            set.remove(path);
+        }
+    }
+
     /// Number of descendants of `path` (not counting itself).
     pub fn descendant_count(&self, path: &str) -> usize {
         self.children(path)

@@ -5,6 +5,7 @@
 //! operation ends `info` its session is dropped and a fresh process, with a new id and a new
 //! session, takes its place, so a process never has two operations open.
 
+pub mod cut_proxy;
 mod outcome;
 pub mod replica_read;
 mod session;

@@ -167,7 +167,7 @@ impl Reader<'_> {
 
 /// A session to the server at `address` alone, opened within [`OPEN_LIMIT`], or by
 /// `deadline` when that comes first (but given a second at least).
-async fn pinned_session(address: &str, deadline: Instant) -> anyhow::Result<Client> {
+pub async fn pinned_session(address: &str, deadline: Instant) -> anyhow::Result<Client> {
     let left = deadline.saturating_duration_since(Instant::now());
     let limit = OPEN_LIMIT.min(left).max(Duration::from_secs(1));
     let connecting = Client::connector()

@@ -61,8 +61,13 @@ pub async fn read_tree(client: &Client, root: &str) -> Result<Tree, zookeeper_cl
     let mut tree = Tree::new();
     let mut level = vec![root.to_string()];
     while !level.is_empty() {
-        let read: Vec<Option<(Znode, Vec<String>)>> = futures::stream::iter(&level)
-            .map(|path| read_znode(client, path))
+        // Each read owns its client and path, so the future is `Send` for any caller (a
+        // spawned task too).
+        let read: Vec<Option<(Znode, Vec<String>)>> = futures::stream::iter(level.clone())
+            .map(|path| {
+                let client = client.clone();
+                async move { read_znode(&client, &path).await }
+            })
             .buffered(IN_FLIGHT)
             .try_collect()
             .await?;

@@ -11,7 +11,7 @@
 //! `ENTRY`, a file `workloads/<name>.yaml`, one line in the registry, and the README.
 
 mod anomalies;
-mod ephemeral;
+mod claims;
 mod figures;
 mod file;
 mod herd;
@@ -64,6 +64,7 @@ registry! {
     set,
     unique_ids,
     bank,
+    ephemeral,
 }
 
 /// The workload `stampede test` runs when none is named, and a run folder without

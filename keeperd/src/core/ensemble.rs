@@ -313,6 +313,7 @@ impl Core {
             if self.skips(&txn) {
                 self.tree.last_zxid = txn.zxid;
             } else {
+                self.keep_one_ephemeral(&txn);
                 self.tree.apply(&txn, &mut changes);
             }
             self.since_snapshot += 1;
@@ -340,6 +341,28 @@ impl Core {
             return false;
         };
         crate::failpoint::skips_set_data(*id, path)
+    }
+
+    /// Leaves one ephemeral of the session `txn` ends to outlive it, when this follower
+    /// keeps it (failpoint `keep-ephemeral`).
+    fn keep_one_ephemeral(&mut self, txn: &crate::txn::Txn) {
+        let (
+            Role::Learner {
+                id,
+                observer: false,
+                ..
+            },
+            TxnBody::CloseSession,
+        ) = (&self.role, &txn.body)
+        else {
+            return;
+        };
+        let Some(first) = self.tree.ephemerals_of(txn.session).into_iter().next() else {
+            return;
+        };
+        if crate::failpoint::keeps_ephemeral(*id, &first) {
+            self.tree.disown(txn.session, &first);
+        }
     }
 
     fn release_answers(&mut self, applied: i64) {

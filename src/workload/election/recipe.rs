@@ -1,10 +1,10 @@
 //! The election recipes behind one interface: campaign until elected, resign.
 //!
 //! - `election-unfair`: every candidate claims the same ephemeral leader node holding its
-//!   identity ([`ephemeral::claim`]); the one whose create succeeds leads, the others watch the
+//!   identity ([`claims::claim`]); the one whose create succeeds leads, the others watch the
 //!   node and all run again when it is deleted.
 //! - `election-fair`: ZooKeeper's election recipe. Each candidate joins a line of ephemeral
-//!   sequential nodes under `candidates` ([`ephemeral::Line`]); the smallest leads, every other
+//!   sequential nodes under `candidates` ([`claims::Line`]); the smallest leads, every other
 //!   candidate watches only its predecessor. Once elected, the leader claims the
 //!   acknowledgement node `leader` (ephemeral, holding its identity) before it acts as leader,
 //!   so it waits first for a previous leader's acknowledgement to disappear.
@@ -13,7 +13,7 @@ use zookeeper_client::Client;
 
 use super::ElectionRecipe;
 use crate::client::{NoNodeIsLost, OpError};
-use crate::workload::ephemeral::{self, own_node_gone, Dir, Line};
+use crate::workload::claims::{self, own_node_gone, Dir, Line};
 use crate::workload::Requests;
 
 /// A candidate node's name before its sequence number.
@@ -77,7 +77,7 @@ impl Recipe {
         let leader = self.leader();
         match self.kind {
             ElectionRecipe::Unfair => {
-                let won = ephemeral::claim(dir, &leader, client, identity, req).await?;
+                let won = claims::claim(dir, &leader, client, identity, req).await?;
                 Ok(Won {
                     token: won.token,
                     nodes: vec![won.node],
@@ -95,7 +95,7 @@ impl Recipe {
                 let own = line.join(client, identity, false, req).await?;
                 let lost = |mine| own_node_gone("candidate node", &format!("{PREFIX}{mine:010}"));
                 line.wait_first(client, &own, false, lost, req).await?;
-                let ack = ephemeral::claim(dir, &leader, client, identity, req).await?;
+                let ack = claims::claim(dir, &leader, client, identity, req).await?;
                 Ok(Won {
                     token: own.token,
                     nodes: vec![ack.node, own.node],

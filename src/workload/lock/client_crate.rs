@@ -6,7 +6,7 @@
 use zookeeper_client::{Acls, Client, LockPrefix};
 
 use crate::client::{NoNodeIsLost, OpError};
-use crate::workload::ephemeral::{own_node_gone, Dir, Owned};
+use crate::workload::claims::{own_node_gone, Dir, Owned};
 use crate::workload::Requests;
 
 /// The lock name in each contender's node, `_c_<uuid>-lock-<n>`.

@@ -7,7 +7,7 @@ use super::recipe::Recipe;
 use super::resource::Resource;
 use super::LockConfig;
 use crate::client::{OpError, Session};
-use crate::workload::ephemeral::Owned;
+use crate::workload::claims::Owned;
 use crate::workload::rounds::Processes;
 
 /// What a holder needs to work under the lock.

@@ -8,8 +8,6 @@
 //! notifications and reactions each release causes.
 
 mod client_crate;
-#[cfg(test)]
-mod cut_proxy;
 pub mod driver;
 mod holder;
 mod latency;

@@ -1,14 +1,14 @@
 //! The lock recipes behind one interface: take the lock, check it is still ours (re-entry),
-//! give it back. The single-node lock claims one ephemeral node ([`ephemeral::claim`]); the
+//! give it back. The single-node lock claims one ephemeral node ([`claims::claim`]); the
 //! sequential ones (`sequential`, `sequential-herd`, `protected`) wait in a line of ephemeral
-//! sequential children ([`ephemeral::Line`]), watching their predecessor or, in the herd, the
+//! sequential children ([`claims::Line`]), watching their predecessor or, in the herd, the
 //! whole children list, with protection finding their child again after a lost create answer.
 
 use zookeeper_client::Client;
 
 use super::{client_crate, single_node, RecipeKind};
 use crate::client::{NoNodeIsLost, OpError};
-use crate::workload::ephemeral::{self, own_node_gone, Dir, Line, Owned};
+use crate::workload::claims::{self, own_node_gone, Dir, Line, Owned};
 use crate::workload::Requests;
 
 /// A sequential lock child's name before its sequence number.
@@ -54,7 +54,7 @@ impl Recipe {
         match self.kind {
             RecipeKind::SingleNode => {
                 let node = single_node::node(&self.dir);
-                ephemeral::claim(dir, &node, client, identity, req).await
+                claims::claim(dir, &node, client, identity, req).await
             }
             RecipeKind::Sequential | RecipeKind::SequentialHerd | RecipeKind::Protected => {
                 let line = Line {

@@ -1,11 +1,11 @@
 //! `lock-single-node`: everyone claims the same ephemeral node holding their identity (see
-//! [`crate::workload::ephemeral::claim`]); the one whose create succeeds holds the lock.
+//! [`crate::workload::claims::claim`]); the one whose create succeeds holds the lock.
 //! Finding its own identity in the node lets a holder re-enter.
 
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use crate::client::{NoNodeIsLost, OpError};
-use crate::workload::ephemeral::{own_node_gone, Dir};
+use crate::workload::claims::{own_node_gone, Dir};
 use crate::workload::Requests;
 
 /// The lock node under the lock's directory.

@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::cut_proxy::CutProxy;
 use super::driver::{Contenders, LockOutcome};
 use super::{LockConfig, OnDisconnect, RecipeKind};
 use crate::checker::liveness::{self, LivenessOptions};
 use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::result::Validity;
 use crate::checker::CheckOptions;
+use crate::client::cut_proxy::CutProxy;
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
 use crate::generator::drive;

@@ -1,6 +1,7 @@
-//! A loopback TCP proxy in front of a ZooKeeper server, for tests: it stands for one node of
-//! an ensemble so that a nemesis can isolate the clients bound to it (cut), or it drops the
-//! watch notifications the server sends (deaf), the missed watch a liveness check must catch.
+//! A loopback TCP proxy in front of a ZooKeeper server: the clients that connect through it
+//! can be cut off while the servers stay healthy (a client-side cut: their sessions expire
+//! unless the cut ends in time), or its server's watch notifications dropped (deaf), the
+//! missed watch a liveness check must catch.
 
 use std::net::SocketAddr;
 
@@ -18,15 +19,25 @@ const NOTIFICATION_XID: i32 = -1;
 pub struct CutProxy {
     addr: SocketAddr,
     cut: watch::Sender<bool>,
+    /// Switches deafness; only tests make a proxy deaf.
+    #[cfg(test)]
     deaf: watch::Sender<bool>,
     accept: JoinHandle<()>,
 }
 
 impl CutProxy {
-    /// A proxy on a free loopback port forwarding to `upstream`.
+    /// A proxy on a free loopback port forwarding to `upstream`, for tests.
+    #[cfg(test)]
     pub async fn start(upstream: SocketAddr) -> CutProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy port");
-        let addr = listener.local_addr().expect("proxy address");
+        CutProxy::bind(upstream.to_string())
+            .await
+            .expect("a loopback proxy port")
+    }
+
+    /// A proxy on a free loopback port forwarding to `upstream` (`host:port`).
+    pub async fn bind(upstream: String) -> std::io::Result<CutProxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
         let (cut, cut_rx) = watch::channel(false);
         let (deaf, deaf_rx) = watch::channel(false);
         let accept = tokio::spawn(async move {
@@ -35,8 +46,9 @@ impl CutProxy {
                     continue;
                 }
                 let (mut cut_rx, deaf_rx) = (cut_rx.clone(), deaf_rx.clone());
+                let upstream = upstream.clone();
                 tokio::spawn(async move {
-                    let Ok(server) = TcpStream::connect(upstream).await else {
+                    let Ok(server) = TcpStream::connect(upstream.as_str()).await else {
                         return;
                     };
                     let (client_rd, client_wr) = client.into_split();
@@ -49,12 +61,16 @@ impl CutProxy {
                 });
             }
         });
-        CutProxy {
+        // Without tests nothing makes the proxy deaf: the replies read `false` for good.
+        #[cfg(not(test))]
+        drop(deaf);
+        Ok(CutProxy {
             addr,
             cut,
+            #[cfg(test)]
             deaf,
             accept,
-        }
+        })
     }
 
     /// The port clients connect to.
@@ -68,6 +84,7 @@ impl CutProxy {
     }
 
     /// Drops (`true`) or forwards (`false`) the server's watch notifications.
+    #[cfg(test)]
     pub fn set_deaf(&self, deaf: bool) {
         self.deaf.send_replace(deaf);
     }
