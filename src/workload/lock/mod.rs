@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Duration;
 use crate::workload::on_disconnect::OnDisconnect;
-use crate::workload::rounds::RecipeSection;
+use crate::workload::rounds::{Contention, RecipeSection};
 
 pub use latency::{lock_latencies, LockLatencies};
 pub use resource::ResourceStats;
@@ -58,6 +58,16 @@ impl RecipeKind {
         RecipeKind::Crate,
     ];
 
+    /// Whether the recipe promises to grant the lock in the order of the waiters' sequential
+    /// nodes (ours: `sequential`, `sequential-herd`, `protected`). The crate's lock is a
+    /// reference whose order stampede does not judge.
+    pub fn is_fair(self) -> bool {
+        matches!(
+            self,
+            RecipeKind::Sequential | RecipeKind::SequentialHerd | RecipeKind::Protected
+        )
+    }
+
     /// The workload name, e.g. `lock-sequential`.
     pub fn workload_name(self) -> &'static str {
         match self {
@@ -88,6 +98,8 @@ pub struct LockConfig {
     pub pause: Duration,
     /// Whether the resource rejects steps with a token lower than the highest it has seen.
     pub fencing: bool,
+    /// How contenders come and go (staggered by default), and when a waiter is starved.
+    pub contention: Contention,
 }
 
 impl Default for LockConfig {
@@ -101,6 +113,7 @@ impl Default for LockConfig {
             steps: 4,
             pause: ms(50),
             fencing: true,
+            contention: Contention::default(),
         }
     }
 }
@@ -113,6 +126,10 @@ impl RecipeSection for LockConfig {
     fn pause(&self) -> std::time::Duration {
         self.pause.0
     }
+
+    fn contention(&self) -> &Contention {
+        &self.contention
+    }
 }
 
 impl LockConfig {
@@ -121,7 +138,7 @@ impl LockConfig {
         if self.steps == 0 {
             return Err("lock.steps must be at least 1".into());
         }
-        Ok(())
+        self.contention.validate("lock")
     }
 }
 
