@@ -347,7 +347,9 @@ fn without_checking_time(value: &mut serde_json::Value) {
 /// layout, a section per workload with the session fields in each), one per workload, each
 /// run on a 3-node ZooKeeper under kills: judged again, each `results.json` is the same in
 /// every field — verdict, verdict line, exposure, the checkers' reports, the run's summary
-/// and the figures — but the time the checkers took.
+/// and the figures — but the time the checkers took (the stored results of the lock and
+/// election runs were judged again once the contention report joined them: the only change
+/// was that report, added, all valid).
 #[test]
 fn runs_written_before_the_redesign_are_judged_the_same() {
     let root = fixtures().parent().unwrap().join("before-redesign");
@@ -393,4 +395,61 @@ fn runs_written_before_the_redesign_are_judged_the_same() {
     }
     let _ = std::fs::remove_dir_all(&scratch);
     assert_eq!(judged, 5, "one run per workload of the time");
+}
+
+/// The contention fixtures (`tests/fixtures/contention/`, see its README): each run folder,
+/// judged again, gets the verdict its name states, with the anomaly class its case names
+/// (`passed-over`, `starved`) counted in `results.json`; the unfair lock's starved waits are a
+/// figure; and every judged run reports its queue positions.
+#[test]
+fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
+    let root = fixtures().parent().unwrap().join("contention");
+    let scratch = std::env::temp_dir().join(format!("stampede-contention-{}", std::process::id()));
+    let mut judged = 0;
+    for case in std::fs::read_dir(&root).unwrap() {
+        let case = case.unwrap().path();
+        if !case.is_dir() {
+            continue;
+        }
+        let class = match case.file_name().unwrap().to_str().unwrap() {
+            "passed-over" => ("passed-over", 1),
+            "starved-fair" => ("starved", 1),
+            _ => ("starved", 3),
+        };
+        for run in std::fs::read_dir(&case).unwrap() {
+            let run = run.unwrap().path();
+            let name = run.file_name().unwrap().to_string_lossy().to_string();
+            let copy = scratch.join(&name);
+            std::fs::create_dir_all(&copy).unwrap();
+            for file in ["history.jsonl", "test.yaml", "results.json"] {
+                std::fs::copy(run.join(file), copy.join(file)).unwrap();
+            }
+            let out = stampede(&["check", copy.to_str().unwrap()]);
+            let valid = name.starts_with("valid-");
+            let (code, verdict) = verdict_of(valid);
+            assert_eq!(out.status.code(), Some(code), "{name}: {}", last_line(&out));
+            assert!(
+                last_line(&out).starts_with(verdict),
+                "{name}: {}",
+                last_line(&out)
+            );
+            let results: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(copy.join("results.json")).unwrap()).unwrap();
+            let contention = &results["contention"];
+            let counted = contention["counts"][class.0].as_u64().unwrap_or(0);
+            match (valid, name.contains("single-node")) {
+                (false, _) => assert_eq!(counted, class.1, "{name}: {contention}"),
+                (true, true) => {
+                    assert_eq!(counted, 0, "unfair: {contention}");
+                    assert_eq!(contention["starved"], 3, "a figure: {contention}");
+                }
+                (true, false) => assert_eq!(contention["counts"], serde_json::json!({})),
+            }
+            let positions = contention["positions"].as_object().unwrap();
+            assert!(!positions.is_empty(), "{name}: {contention}");
+            judged += 1;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert_eq!(judged, 7, "every contention fixture");
 }

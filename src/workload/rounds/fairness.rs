@@ -55,25 +55,24 @@ impl ContentionReport {
     /// The verdict line's part: `positions 0:12 1:30 2:8, 0 passed over, 0 starved (> 10
     /// hand-offs)`.
     pub fn line(&self) -> String {
-        let positions = match self.positions.is_empty() {
-            true => "not recorded".to_string(),
-            false => {
-                let seen: Vec<String> = self
-                    .positions
-                    .iter()
-                    .map(|(p, n)| format!("{p}:{n}"))
-                    .collect();
-                seen.join(" ")
-            }
-        };
         let passed = self.found.counts.get(PASSED_OVER).copied().unwrap_or(0);
+        if self.positions.is_empty() {
+            return format!("{passed} passed over (waits not recorded)");
+        }
+        let seen: Vec<String> = self
+            .positions
+            .iter()
+            .map(|(p, n)| format!("{p}:{n}"))
+            .collect();
         let unfair = match self.fair {
             true => "",
             false => ", not promised",
         };
         format!(
-            "positions {positions}, {passed} passed over, {} starved (> {} hand-offs{unfair})",
-            self.starved, self.starved_after
+            "positions {}, {passed} passed over, {} starved (> {} hand-offs{unfair})",
+            seen.join(" "),
+            self.starved,
+            self.starved_after
         )
     }
 }
