@@ -45,6 +45,11 @@ pub enum RecipeKind {
     Protected,
     /// The zookeeper-client crate's own lock (Curator's node names), as a reference.
     Crate,
+    /// A deliberately unfair lock for tests: each waiter joins the line of `sequential` (its
+    /// node's czxid is its token), but takes the lock by claiming the single node, so the
+    /// lock stays exclusive while waiters are granted out of line order.
+    #[cfg(test)]
+    Barging,
 }
 
 impl RecipeKind {
@@ -76,6 +81,8 @@ impl RecipeKind {
             RecipeKind::SequentialHerd => "lock-sequential-herd",
             RecipeKind::Protected => "lock-protected",
             RecipeKind::Crate => "lock-crate",
+            #[cfg(test)]
+            RecipeKind::Barging => "lock-barging",
         }
     }
 }

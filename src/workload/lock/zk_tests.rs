@@ -18,7 +18,8 @@ use crate::client::NodeEndpoint;
 use crate::generator::drive;
 use crate::history::{Op, Recorder};
 use crate::nemesis::Nemesis;
-use crate::workload::rounds::{self, RoundsSummary};
+use crate::workload::rounds::fairness::{judge_lock, PASSED_OVER};
+use crate::workload::rounds::{self, Contention, RoundsSummary};
 use crate::workload::test_runs::{faulted, ms, options, run_faulted, run_quiet, run_through_kills};
 
 fn quick(recipe: RecipeKind, reentrant: bool) -> LockConfig {
@@ -108,7 +109,14 @@ async fn contenders_deaf_to_their_watches_are_reported_stuck() {
         host: "127.0.0.1".into(),
         port: proxy.port(),
     };
-    let cfg = quick(RecipeKind::Sequential, false);
+    // All three join at once, so that two wait behind the first holder.
+    let cfg = LockConfig {
+        contention: Contention {
+            stagger: false,
+            ..Contention::default()
+        },
+        ..quick(RecipeKind::Sequential, false)
+    };
     let (summary, ops) = run_quiet(cfg, 3, 5, "deaf", endpoint, rounds::drive::<Contenders>).await;
     let opts = CheckOptions::default();
     let safety = check_lock_history(&ops, true, &opts).unwrap();
@@ -184,6 +192,44 @@ async fn naive_recipes_notify_ten_times_more_per_release_than_the_sequential_loc
             "{naive}: {herd:?} against lock-sequential {sequential}"
         );
         assert!(herd.requests_mean > per_release["lock-sequential"].requests_mean);
+    }
+}
+
+/// Staggered contenders on the sequential lock and on a lock that takes its line but grants by
+/// a race (`Barging`): both stay exclusive and show several queue positions (a free lock, a
+/// newcomer behind one, longer queues); the sequential lock keeps the order of its nodes,
+/// and the barging one is caught passing waiters over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_granting_out_of_line_order_is_caught_passing_waiters_over() {
+    let server = ZkServer::start();
+    let runs = [RecipeKind::Sequential, RecipeKind::Barging].map(|recipe| {
+        let endpoint = server.endpoint();
+        let cfg = LockConfig {
+            fencing: false,
+            ..quick(recipe, false)
+        };
+        let run_id = format!("order-{}", recipe.workload_name());
+        tokio::spawn(async move {
+            run_quiet(cfg, 5, 8, &run_id, endpoint, rounds::drive::<Contenders>).await
+        })
+    });
+    for (recipe, joined) in [RecipeKind::Sequential, RecipeKind::Barging].into_iter().zip(runs) {
+        let (summary, ops) = joined.await.unwrap();
+        let exclusive = check_lock_history(&ops, false, &CheckOptions::default()).unwrap();
+        assert_eq!(exclusive.valid, Validity::Valid, "{recipe:?}: {exclusive:?}");
+        let contention = judge_lock(&ops, true, 10);
+        let seen = &contention.positions;
+        assert!(
+            seen.len() >= 3 && seen.contains_key(&0) && seen.contains_key(&1),
+            "{recipe:?}: {contention:?} {summary:?}"
+        );
+        match recipe {
+            RecipeKind::Sequential => assert!(contention.valid, "{contention:?}"),
+            _ => assert!(
+                contention.found.count(PASSED_OVER) > 0,
+                "the out-of-order grants are caught: {contention:?}"
+            ),
+        }
     }
 }
 
