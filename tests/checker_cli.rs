@@ -343,6 +343,19 @@ fn without_checking_time(value: &mut serde_json::Value) {
     }
 }
 
+/// The folders of `tests/fixtures/<group>/`, each with the run folders in it.
+fn run_folders(group: &str) -> Vec<(PathBuf, Vec<PathBuf>)> {
+    let root = fixtures().parent().unwrap().join(group);
+    let dirs = |dir: &Path| -> Vec<PathBuf> {
+        let entries = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
+        entries.filter(|p| p.is_dir()).collect()
+    };
+    dirs(&root)
+        .into_iter()
+        .map(|d| (d.clone(), dirs(&d)))
+        .collect()
+}
+
 /// Run folders stampede wrote before its workloads took one shape (`test.yaml` in the first
 /// layout, a section per workload with the session fields in each), one per workload, each
 /// run on a 3-node ZooKeeper under kills: judged again, each `results.json` is the same in
@@ -352,13 +365,10 @@ fn without_checking_time(value: &mut serde_json::Value) {
 /// was that report, added, all valid).
 #[test]
 fn runs_written_before_the_redesign_are_judged_the_same() {
-    let root = fixtures().parent().unwrap().join("before-redesign");
     let scratch = std::env::temp_dir().join(format!("stampede-before-{}", std::process::id()));
     let mut judged = 0;
-    for test in std::fs::read_dir(&root).unwrap() {
-        let test = test.unwrap().path();
-        for run in std::fs::read_dir(&test).unwrap() {
-            let run = run.unwrap().path();
+    for (test, runs) in run_folders("before-redesign") {
+        for run in runs {
             let copy = scratch.join(test.file_name().unwrap());
             std::fs::create_dir_all(&copy).unwrap();
             for file in ["history.jsonl", "test.yaml"] {
@@ -403,21 +413,15 @@ fn runs_written_before_the_redesign_are_judged_the_same() {
 /// figure; and every judged run reports its queue positions.
 #[test]
 fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
-    let root = fixtures().parent().unwrap().join("contention");
     let scratch = std::env::temp_dir().join(format!("stampede-contention-{}", std::process::id()));
     let mut judged = 0;
-    for case in std::fs::read_dir(&root).unwrap() {
-        let case = case.unwrap().path();
-        if !case.is_dir() {
-            continue;
-        }
+    for (case, runs) in run_folders("contention") {
         let class = match case.file_name().unwrap().to_str().unwrap() {
             "passed-over" => ("passed-over", 1),
             "starved-fair" => ("starved", 1),
             _ => ("starved", 3),
         };
-        for run in std::fs::read_dir(&case).unwrap() {
-            let run = run.unwrap().path();
+        for run in runs {
             let name = run.file_name().unwrap().to_string_lossy().to_string();
             let copy = scratch.join(&name);
             std::fs::create_dir_all(&copy).unwrap();
