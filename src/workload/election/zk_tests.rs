@@ -2,14 +2,14 @@
 //! two leaders) and live (leadership changes often, every candidate leads) without faults, and
 //! safe with failovers measured when the server is killed under the leader.
 
-use crate::workload::rounds::fairness::judge_terms;
-use crate::workload::rounds::Contention;
 use super::driver::{Candidates, ElectionOutcome};
 use super::{ElectionConfig, ElectionRecipe};
 use crate::checker::election::check_election;
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
 use crate::history::{Op, OpType};
+use crate::workload::rounds::fairness::judge_terms;
+use crate::workload::rounds::Contention;
 use crate::workload::rounds::{self, RoundsSummary};
 use crate::workload::test_runs::{ms, run_quiet, run_through_kills};
 
@@ -66,7 +66,10 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
         assert!(verdict.valid, "{name}: {:?}", verdict.overlaps);
         let fair = name == "election-fair";
         let order = judge_terms(&ops, fair, 10);
-        assert!(order.valid, "{name}: office taken out of line order: {order:?}");
+        assert!(
+            order.valid,
+            "{name}: office taken out of line order: {order:?}"
+        );
         assert_eq!(summary.own.max_in_office, 1, "{name}: {summary:?}");
         assert_eq!(verdict.terms, summary.own.terms, "{name}");
         assert!(verdict.terms_per_leader.len() >= 3, "{name}: {verdict:?}");

@@ -213,10 +213,17 @@ async fn a_lock_granting_out_of_line_order_is_caught_passing_waiters_over() {
             run_quiet(cfg, 5, 8, &run_id, endpoint, rounds::drive::<Contenders>).await
         })
     });
-    for (recipe, joined) in [RecipeKind::Sequential, RecipeKind::Barging].into_iter().zip(runs) {
+    for (recipe, joined) in [RecipeKind::Sequential, RecipeKind::Barging]
+        .into_iter()
+        .zip(runs)
+    {
         let (summary, ops) = joined.await.unwrap();
         let exclusive = check_lock_history(&ops, false, &CheckOptions::default()).unwrap();
-        assert_eq!(exclusive.valid, Validity::Valid, "{recipe:?}: {exclusive:?}");
+        assert_eq!(
+            exclusive.valid,
+            Validity::Valid,
+            "{recipe:?}: {exclusive:?}"
+        );
         let contention = judge_lock(&ops, true, 10);
         let seen = &contention.positions;
         assert!(
