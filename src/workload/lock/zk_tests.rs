@@ -96,9 +96,9 @@ fn assert_safe_and_live(summary: &RoundsSummary<LockOutcome>, ops: &[Op], every_
 /// machine (the whole unit suite at load 7).
 const STALL: Duration = Duration::from_secs(2);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contenders_deaf_to_their_watches_are_reported_stuck() {
-    let server = ZkServer::start();
+/// A proxy in front of `server` that drops its watch notifications, and the node `n1` it
+/// stands for.
+async fn deaf_proxy(server: &ZkServer) -> (CutProxy, NodeEndpoint) {
     let upstream = format!("127.0.0.1:{}", server.endpoint().port)
         .parse()
         .unwrap();
@@ -109,6 +109,13 @@ async fn contenders_deaf_to_their_watches_are_reported_stuck() {
         host: "127.0.0.1".into(),
         port: proxy.port(),
     };
+    (proxy, endpoint)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_deaf_to_their_watches_are_reported_stuck() {
+    let server = ZkServer::start();
+    let (_proxy, endpoint) = deaf_proxy(&server).await;
     // All three join at once, so that two wait behind the first holder.
     let cfg = LockConfig {
         contention: Contention {
@@ -238,6 +245,39 @@ async fn a_lock_granting_out_of_line_order_is_caught_passing_waiters_over() {
             ),
         }
     }
+}
+
+/// Three of five single-node contenders behind a proxy that drops their watch notifications
+/// (slots 0, 2, 4 are bound to it), two straight to the server: the deaf ones wait on a lock
+/// node whose deletion they never hear of while the two others take it again and again. The
+/// unfair recipe promises nothing, so the run stays valid, but the starved waits are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_of_five_deaf_contenders_are_counted_starved_in_the_unfair_lock() {
+    let server = ZkServer::start();
+    let (_proxy, deaf) = deaf_proxy(&server).await;
+    let direct = server.endpoint();
+    let recorder = Arc::new(Recorder::in_memory());
+    let (_keep, stop) = tokio::sync::watch::channel(false);
+    let run = crate::generator::DriverRun {
+        cfg: quick(RecipeKind::SingleNode, false),
+        options: options(5000, 4000),
+        slots: 5,
+        time_limit: Duration::from_secs(8),
+        run_id: "starve".into(),
+        endpoints: vec![deaf, direct],
+    };
+    let summary = rounds::drive::<Contenders>(run, recorder.clone(), stop)
+        .await
+        .unwrap();
+    let contention = judge_lock(&recorder.ops(), false, 10);
+    assert!(contention.valid, "a figure, not an anomaly: {contention:?}");
+    assert!(
+        contention.starved >= 2 && contention.longest_wait_handoffs > 20,
+        "the deaf contenders starve: {contention:?} {summary:?}"
+    );
+    let starved: std::collections::BTreeSet<u64> =
+        contention.starved_waits.iter().map(|w| w.process).collect();
+    assert!(starved.len() >= 2, "{contention:?}");
 }
 
 /// Isolates the node of whoever holds the lock when it starts: cuts that node's proxy.
