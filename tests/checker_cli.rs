@@ -344,20 +344,32 @@ fn without_checking_time(value: &mut serde_json::Value) {
     }
 }
 
+/// The folders of `tests/fixtures/<group>/`, each with the run folders in it.
+fn run_folders(group: &str) -> Vec<(PathBuf, Vec<PathBuf>)> {
+    let root = fixtures().parent().unwrap().join(group);
+    let dirs = |dir: &Path| -> Vec<PathBuf> {
+        let entries = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
+        entries.filter(|p| p.is_dir()).collect()
+    };
+    dirs(&root)
+        .into_iter()
+        .map(|d| (d.clone(), dirs(&d)))
+        .collect()
+}
+
 /// Run folders stampede wrote before its workloads took one shape (`test.yaml` in the first
 /// layout, a section per workload with the session fields in each), one per workload, each
 /// run on a 3-node ZooKeeper under kills: judged again, each `results.json` is the same in
 /// every field — verdict, verdict line, exposure, the checkers' reports, the run's summary
-/// and the figures — but the time the checkers took.
+/// and the figures — but the time the checkers took (the stored results of the lock and
+/// election runs were judged again once the contention report joined them: the only change
+/// was that report, added, all valid).
 #[test]
 fn runs_written_before_the_redesign_are_judged_the_same() {
-    let root = fixtures().parent().unwrap().join("before-redesign");
     let scratch = std::env::temp_dir().join(format!("stampede-before-{}", std::process::id()));
     let mut judged = 0;
-    for test in std::fs::read_dir(&root).unwrap() {
-        let test = test.unwrap().path();
-        for run in std::fs::read_dir(&test).unwrap() {
-            let run = run.unwrap().path();
+    for (test, runs) in run_folders("before-redesign") {
+        for run in runs {
             let copy = scratch.join(test.file_name().unwrap());
             std::fs::create_dir_all(&copy).unwrap();
             for file in ["history.jsonl", "test.yaml"] {
@@ -487,4 +499,55 @@ fn every_run_fixture_gets_the_verdict_its_name_states() {
     let _ = std::fs::remove_dir_all(&scratch);
     assert!(workloads.len() >= 5, "only {workloads:?}");
     assert!(cases.len() >= 38, "only {} run fixtures", cases.len());
+}
+
+/// The contention fixtures (`tests/fixtures/contention/`, see its README): each run folder,
+/// judged again, gets the verdict its name states, with the anomaly class its case names
+/// (`passed-over`, `starved`) counted in `results.json`; the unfair lock's starved waits are a
+/// figure; and every judged run reports its queue positions.
+#[test]
+fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
+    let scratch = std::env::temp_dir().join(format!("stampede-contention-{}", std::process::id()));
+    let mut judged = 0;
+    for (case, runs) in run_folders("contention") {
+        let class = match case.file_name().unwrap().to_str().unwrap() {
+            "passed-over" => ("passed-over", 1),
+            "starved-fair" => ("starved", 1),
+            _ => ("starved", 3),
+        };
+        for run in runs {
+            let name = run.file_name().unwrap().to_string_lossy().to_string();
+            let copy = scratch.join(&name);
+            std::fs::create_dir_all(&copy).unwrap();
+            for file in ["history.jsonl", "test.yaml", "results.json"] {
+                std::fs::copy(run.join(file), copy.join(file)).unwrap();
+            }
+            let out = stampede(&["check", copy.to_str().unwrap()]);
+            let valid = name.starts_with("valid-");
+            let (code, verdict) = verdict_of(valid);
+            assert_eq!(out.status.code(), Some(code), "{name}: {}", last_line(&out));
+            assert!(
+                last_line(&out).starts_with(verdict),
+                "{name}: {}",
+                last_line(&out)
+            );
+            let results: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(copy.join("results.json")).unwrap()).unwrap();
+            let contention = &results["contention"];
+            let counted = contention["counts"][class.0].as_u64().unwrap_or(0);
+            match (valid, name.contains("single-node")) {
+                (false, _) => assert_eq!(counted, class.1, "{name}: {contention}"),
+                (true, true) => {
+                    assert_eq!(counted, 0, "unfair: {contention}");
+                    assert_eq!(contention["starved"], 3, "a figure: {contention}");
+                }
+                (true, false) => assert_eq!(contention["counts"], serde_json::json!({})),
+            }
+            let positions = contention["positions"].as_object().unwrap();
+            assert!(!positions.is_empty(), "{name}: {contention}");
+            judged += 1;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert_eq!(judged, 7, "every contention fixture");
 }

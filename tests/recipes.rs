@@ -55,10 +55,16 @@ fn every_recipe_is_safe_and_live_without_faults(cluster: &TestCluster) {
         match workload.split('-').next().unwrap() {
             "lock" => {
                 assert!(run["acquired"].as_u64().unwrap() > 10, "{workload}: {run}");
+                assert_eq!(
+                    results["contention"]["valid"], true,
+                    "{workload}: {results}"
+                );
                 assert_live(workload, &results);
             }
             "election" => {
                 assert!(run["terms"].as_u64().unwrap() > 10, "{workload}: {run}");
+                let contention = &results["contention"];
+                assert_eq!(contention["valid"], true, "{workload}: {contention}");
                 let per_change = run["server"]["notifications_per_release"].as_f64();
                 assert!(per_change.unwrap() > 0.0, "{workload}: {run}");
                 assert_live(workload, &results);
@@ -117,10 +123,31 @@ fn lock_sequential_assuming_loss_survives_partitions_and_kills(cluster: &TestClu
     assert_live("lock-sequential", &results);
     let run = &results["run"];
     assert!(run["acquired"].as_u64().unwrap() > 20, "{run}");
+    assert_staggered_in_line_order("lock-sequential", &results);
+}
+
+/// The shipped files stagger the contenders: the run saw a free lock, a newcomer behind one
+/// other, and at least one longer queue, and the fair recipe granted in line order with no
+/// waiter starved.
+fn assert_staggered_in_line_order(workload: &str, results: &Value) {
+    let contention = &results["contention"];
+    println!("{workload}: positions seen {}", contention["positions"]);
+    assert_eq!(contention["valid"], true, "{workload}: {contention}");
+    assert_eq!(contention["fair"], true, "{workload}: {contention}");
+    let positions = contention["positions"].as_object().unwrap();
+    assert!(
+        positions.len() >= 3 && positions.contains_key("0") && positions.contains_key("1"),
+        "{workload}: {contention}"
+    );
 }
 
 fn twenty_contenders_show_the_herd_effect(cluster: &TestCluster) {
-    let sets = ["generator.concurrency=20", "generator.time_limit=10s"];
+    // A steady herd: twenty contenders all waiting, not coming and going.
+    let sets = [
+        "generator.concurrency=20",
+        "generator.time_limit=10s",
+        "lock.contention.stagger=false",
+    ];
     let mut per_release = Vec::new();
     for recipe in [
         "lock-sequential",
@@ -173,6 +200,8 @@ fn isolating_the_holder_catches_keep_but_not_assume_lost(cluster: &TestCluster) 
             "generator.time_limit=28s",
             "generator.nemesis_interval=2s",
             "generator.nemesis_duration=22s",
+            // The first holder must hold when the cut starts, 2 s in.
+            "lock.contention.stagger=false",
         ]
     };
     let (code, verdict, results, _) = recipe_test(

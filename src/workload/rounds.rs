@@ -4,7 +4,11 @@
 //! campaign → serve → resign) with a session of their own until the run ends, counting what
 //! they did, and the summary of the run. A recipe says what differs ([`Rounds`],
 //! [`RecipeSection`]); [`drive`] does the rest, and [`run`] does it under the nemesis schedule
-//! for the registry.
+//! for the registry. Contenders come and go as [`Contention`] says, and [`fairness`] judges what
+//! the history shows of it.
+
+mod contention;
+pub mod fairness;
 
 use std::io;
 use std::sync::Arc;
@@ -21,6 +25,8 @@ use crate::client::{setup_session, ClientOptions, NodeEndpoint, ProcessIds, Sess
 use crate::generator::{self, DriverRun, Next, Slot, Target};
 use crate::history::Recorder;
 use crate::workload::{HerdMeter, HerdStats, Ran, Requests, Settings};
+
+pub use contention::Contention;
 
 /// The processes of one recipe run: how and where they open sessions, the ids handed out, and
 /// the herd meter their requests feed.
@@ -100,8 +106,11 @@ pub trait RecipeSection: Clone + Send + Sync + 'static {
     /// The recipe's workload name, e.g. `lock-sequential`.
     fn workload_name(&self) -> &'static str;
 
-    /// How long a process pauses after a round that went through.
+    /// How long a process pauses after a round that went through (on average, staggered).
     fn pause(&self) -> Duration;
+
+    /// How contenders come and go.
+    fn contention(&self) -> &Contention;
 }
 
 /// A recipe driver whose process slots do rounds: the state its processes share, one round of
@@ -169,8 +178,19 @@ pub async fn drive<R: Rounds>(
     let processes = Processes::new(run.options, run.endpoints, rounds.meter())?;
     processes.create(&rounds.dirs()).await?;
     let processes = Arc::new(processes);
-    let pause = run.cfg.pause();
-    let tallies = run_slots(&rounds, &processes, run.slots, run.time_limit, pause, &stop).await?;
+    let contention = Staggered {
+        contention: run.cfg.contention().clone(),
+        pause: run.cfg.pause(),
+    };
+    let tallies = run_slots(
+        &rounds,
+        &processes,
+        run.slots,
+        run.time_limit,
+        &contention,
+        &stop,
+    )
+    .await?;
     Ok(RoundsSummary {
         recipe: run.cfg.workload_name(),
         processes: processes.ids.count(),
@@ -193,23 +213,31 @@ where
     Ran::kept(healed, Some(releases))
 }
 
+/// How the slots of a run come and go: the recipe's contention and its pause.
+#[derive(Clone)]
+struct Staggered {
+    contention: Contention,
+    pause: Duration,
+}
+
 /// Runs `slots` process slots of `rounds` with `processes` for `time_limit` (or until `stop`
-/// turns true), each pausing `pause` after a round that went through; returns what each slot
-/// did, in slot order. Fails if a slot panicked or could not write the history.
+/// turns true), joining, pausing and leaving as `staggered` says; returns what each slot did,
+/// in slot order. Fails if a slot panicked or could not write the history.
 async fn run_slots<R: Rounds>(
     rounds: &Arc<R>,
     processes: &Arc<Processes>,
     slots: usize,
     time_limit: Duration,
-    pause: Duration,
+    staggered: &Staggered,
     stop: &watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<R::Tally>> {
     let deadline = Instant::now() + time_limit;
     let mut tasks = JoinSet::new();
     for slot in 0..slots {
         let (rounds, processes, stop) = (rounds.clone(), processes.clone(), stop.clone());
+        let staggered = staggered.clone();
         tasks.spawn(async move {
-            let slot_loop = run_slot(&*rounds, &processes, slot, pause, deadline, stop);
+            let slot_loop = run_slot(&*rounds, &processes, slot, &staggered, deadline, stop);
             (slot, slot_loop.await)
         });
     }
@@ -222,31 +250,48 @@ async fn run_slots<R: Rounds>(
     Ok(per_slot)
 }
 
-/// One slot's loop; fails only if the history cannot be written.
+/// One slot's loop: joins when its contention says, then does rounds, pausing or leaving
+/// after each that went through; fails only if the history cannot be written.
 async fn run_slot<R: Rounds>(
     rounds: &R,
     processes: &Processes,
     slot: usize,
-    pause: Duration,
+    staggered: &Staggered,
     deadline: Instant,
-    stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
 ) -> io::Result<R::Tally> {
     let mut tally = R::Tally::default();
+    let contention = &staggered.contention;
+    if !contention.join(&mut stop, deadline).await {
+        return Ok(tally);
+    }
     let state = &mut (rounds, processes, &mut tally);
-    let slot = processes.slot(slot, pause);
+    let slot = processes.slot(slot, contention.slot_pause(staggered.pause));
     slot.run(
         deadline,
         stop,
         state,
         |session, stop, (rounds, processes, tally)| {
-            let turn = Turn {
-                processes,
-                session,
-                deadline,
-                stop,
-                tally: &mut **tally,
-            };
-            rounds.round(turn)
+            Box::pin(async move {
+                let turn = Turn {
+                    processes,
+                    session,
+                    deadline,
+                    stop: &mut *stop,
+                    tally: &mut **tally,
+                };
+                let next = rounds.round(turn).await?;
+                if !matches!(next, Next::Again) {
+                    return Ok::<Next, io::Error>(next);
+                }
+                match contention
+                    .after_round(staggered.pause, stop, deadline)
+                    .await
+                {
+                    true => Ok(Next::Retire),
+                    false => Ok(Next::Again),
+                }
+            })
         },
     )
     .await?;

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Duration;
 use crate::workload::on_disconnect::OnDisconnect;
-use crate::workload::rounds::RecipeSection;
+use crate::workload::rounds::{Contention, RecipeSection};
 
 pub use workload::ENTRY;
 
@@ -60,6 +60,8 @@ pub struct ElectionConfig {
     pub pause: Duration,
     /// What a leader does when its session is disconnected.
     pub on_disconnect: OnDisconnect,
+    /// How contenders come and go (staggered by default), and when a waiter is starved.
+    pub contention: Contention,
 }
 
 impl Default for ElectionConfig {
@@ -70,6 +72,7 @@ impl Default for ElectionConfig {
             tenure: ms(200),
             pause: ms(50),
             on_disconnect: OnDisconnect::AssumeLost,
+            contention: Contention::default(),
         }
     }
 }
@@ -82,6 +85,10 @@ impl RecipeSection for ElectionConfig {
     fn pause(&self) -> std::time::Duration {
         self.pause.0
     }
+
+    fn contention(&self) -> &Contention {
+        &self.contention
+    }
 }
 
 impl ElectionConfig {
@@ -90,7 +97,7 @@ impl ElectionConfig {
         if self.tenure.0.is_zero() {
             return Err("election.tenure must be above 0".into());
         }
-        Ok(())
+        self.contention.validate("election")
     }
 }
 

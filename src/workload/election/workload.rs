@@ -7,12 +7,12 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
 use super::driver::Candidates;
-use super::ElectionConfig;
+use super::{ElectionConfig, ElectionRecipe};
 use crate::checker::election::check_election;
 use crate::checker::liveness;
 use crate::generator::{GeneratorConfig, Target};
 use crate::history::Op;
-use crate::workload::rounds::{self, RecipeSection};
+use crate::workload::rounds::{self, fairness, RecipeSection};
 use crate::workload::{
     into_map, liveness_summary, validity, Entry, Figures, Judged, Ran, Section, Settings, Workload,
 };
@@ -48,12 +48,19 @@ impl Workload for ElectionWorkload {
     }
 
     /// Never two leaders in office at once, never an empty office for long once the faults
-    /// are healed; time without a leader and failover times.
+    /// are healed, and in the fair recipe office taken in the order of the candidates'
+    /// sequential nodes; time without a leader and failover times.
     fn judge(&self, ops: &[Op], run: Option<Value>) -> anyhow::Result<Judged> {
         let election = check_election(ops).context("checking the election")?;
         let liveness = liveness::check_election(ops, self.0.session.liveness());
+        let own = &self.0.own;
+        let fair = own.recipe == ElectionRecipe::Fair;
+        let threshold = own
+            .contention
+            .starvation_threshold(self.0.generator.concurrency);
+        let contention = fairness::judge_terms(ops, fair, threshold);
         let line = format!(
-            "election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms; liveness: {}",
+            "election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms; contention: {}; liveness: {}",
             election.overlaps.len(),
             election.terms,
             election.terms_per_leader.len(),
@@ -61,12 +68,18 @@ impl Workload for ElectionWorkload {
             election.longest_leaderless_ns / 1_000_000,
             election.failover.p50_ms,
             election.failover.max_ms,
+            contention.line(),
             liveness_summary(&liveness),
         );
         Ok(Judged {
-            valid: validity(election.valid && liveness.valid),
-            marked: Vec::new(),
-            checks: into_map(json!({ "election": election, "liveness": liveness, "run": run })),
+            valid: validity(election.valid && liveness.valid && contention.valid),
+            marked: contention.found.marked_ops(),
+            checks: into_map(json!({
+                "election": election,
+                "contention": contention,
+                "liveness": liveness,
+                "run": run,
+            })),
             line,
         })
     }

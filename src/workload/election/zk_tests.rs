@@ -8,6 +8,8 @@ use crate::checker::election::check_election;
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
 use crate::history::{Op, OpType};
+use crate::workload::rounds::fairness::judge_terms;
+use crate::workload::rounds::Contention;
 use crate::workload::rounds::{self, RoundsSummary};
 use crate::workload::test_runs::{ms, run_quiet, run_through_kills};
 
@@ -22,6 +24,11 @@ async fn run(
         recipe,
         tenure: ms(60),
         pause: ms(30),
+        // Steady candidates: the failover times and process counts below assume them.
+        contention: Contention {
+            stagger: false,
+            ..Contention::default()
+        },
         ..ElectionConfig::default()
     };
     let run_id = format!("safe-{}", recipe.workload_name());
@@ -57,6 +64,12 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
             summary.herd
         );
         assert!(verdict.valid, "{name}: {:?}", verdict.overlaps);
+        let fair = name == "election-fair";
+        let order = judge_terms(&ops, fair, 10);
+        assert!(
+            order.valid,
+            "{name}: office taken out of line order: {order:?}"
+        );
         assert_eq!(summary.own.max_in_office, 1, "{name}: {summary:?}");
         assert_eq!(verdict.terms, summary.own.terms, "{name}");
         assert!(verdict.terms_per_leader.len() >= 3, "{name}: {verdict:?}");

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Duration;
 use crate::workload::on_disconnect::OnDisconnect;
-use crate::workload::rounds::RecipeSection;
+use crate::workload::rounds::{Contention, RecipeSection};
 
 pub use latency::{lock_latencies, LockLatencies};
 pub use resource::ResourceStats;
@@ -43,6 +43,11 @@ pub enum RecipeKind {
     Protected,
     /// The zookeeper-client crate's own lock (Curator's node names), as a reference.
     Crate,
+    /// A deliberately unfair lock for tests: each waiter joins the line of `sequential` (its
+    /// node's czxid is its token), but takes the lock by claiming the single node, so the
+    /// lock stays exclusive while waiters are granted out of line order.
+    #[cfg(test)]
+    Barging,
 }
 
 impl RecipeKind {
@@ -56,6 +61,16 @@ impl RecipeKind {
         RecipeKind::Crate,
     ];
 
+    /// Whether the recipe promises to grant the lock in the order of the waiters' sequential
+    /// nodes (ours: `sequential`, `sequential-herd`, `protected`). The crate's lock is a
+    /// reference whose order stampede does not judge.
+    pub fn is_fair(self) -> bool {
+        matches!(
+            self,
+            RecipeKind::Sequential | RecipeKind::SequentialHerd | RecipeKind::Protected
+        )
+    }
+
     /// The workload name, e.g. `lock-sequential`.
     pub fn workload_name(self) -> &'static str {
         match self {
@@ -64,6 +79,8 @@ impl RecipeKind {
             RecipeKind::SequentialHerd => "lock-sequential-herd",
             RecipeKind::Protected => "lock-protected",
             RecipeKind::Crate => "lock-crate",
+            #[cfg(test)]
+            RecipeKind::Barging => "lock-barging",
         }
     }
 }
@@ -86,6 +103,8 @@ pub struct LockConfig {
     pub pause: Duration,
     /// Whether the resource rejects steps with a token lower than the highest it has seen.
     pub fencing: bool,
+    /// How contenders come and go (staggered by default), and when a waiter is starved.
+    pub contention: Contention,
 }
 
 impl Default for LockConfig {
@@ -99,6 +118,7 @@ impl Default for LockConfig {
             steps: 4,
             pause: ms(50),
             fencing: true,
+            contention: Contention::default(),
         }
     }
 }
@@ -111,6 +131,10 @@ impl RecipeSection for LockConfig {
     fn pause(&self) -> std::time::Duration {
         self.pause.0
     }
+
+    fn contention(&self) -> &Contention {
+        &self.contention
+    }
 }
 
 impl LockConfig {
@@ -119,7 +143,7 @@ impl LockConfig {
         if self.steps == 0 {
             return Err("lock.steps must be at least 1".into());
         }
-        Ok(())
+        self.contention.validate("lock")
     }
 }
 

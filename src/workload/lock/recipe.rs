@@ -69,6 +69,21 @@ impl Recipe {
                 Ok(own)
             }
             RecipeKind::Crate => client_crate::acquire(dir, client, identity, req).await,
+            #[cfg(test)]
+            RecipeKind::Barging => {
+                let line = Line {
+                    dir,
+                    prefix: PREFIX,
+                };
+                let own = line.join(client, identity, false, req).await?;
+                let node = single_node::node(&self.dir);
+                let claimed = claims::claim(dir, &node, client, identity, req).await?;
+                req.send(client.delete(&own.node, None)).await?;
+                Ok(Owned {
+                    token: own.token,
+                    node: claimed.node,
+                })
+            }
         }
     }
 
@@ -85,10 +100,7 @@ impl Recipe {
             RecipeKind::SingleNode => {
                 single_node::reenter(self.znodes(), client, identity, held.token, req).await
             }
-            RecipeKind::Sequential
-            | RecipeKind::SequentialHerd
-            | RecipeKind::Protected
-            | RecipeKind::Crate => {
+            _ => {
                 let (data, _) = req
                     .send(client.get_data(&held.node))
                     .await

@@ -13,7 +13,7 @@ use crate::checker::mutex_overlap::check_lock_history;
 use crate::checker::CheckOptions;
 use crate::generator::{GeneratorConfig, Target};
 use crate::history::Op;
-use crate::workload::rounds::{self, RecipeSection};
+use crate::workload::rounds::{self, fairness, RecipeSection};
 use crate::workload::{
     counterexample_ops, into_map, liveness_summary, validity, Entry, Figures, Judged, Ran, Section,
     Settings, Workload,
@@ -50,26 +50,42 @@ impl Workload for LockWorkload {
     }
 
     /// No overlapping critical sections, acquire/release linearizable against
-    /// `fenced-mutex` (when fenced) or `mutex`, and the lock never left free while contenders
-    /// wait once the faults are healed.
+    /// `fenced-mutex` (when fenced) or `mutex`, the lock never left free while contenders
+    /// wait once the faults are healed, and in the sequential recipes (fair: the lowest node
+    /// is granted next) no waiter passed over or starved.
     fn judge(&self, ops: &[Op], run: Option<Value>) -> anyhow::Result<Judged> {
         let lock = check_lock_history(ops, self.0.own.fencing, &CheckOptions::default())
             .context("checking the lock")?;
         let liveness = liveness::check_lock(ops, self.0.session.liveness());
+        let own = &self.0.own;
+        let threshold = own
+            .contention
+            .starvation_threshold(self.0.generator.concurrency);
+        let contention = fairness::judge_lock(ops, own.recipe.is_fair(), threshold);
         let me = &lock.mutual_exclusion;
         let line = format!(
-            "mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}; liveness: {}",
+            "mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}; contention: {}; liveness: {}",
             me.overlaps.len(),
             me.holds,
             me.stale_steps_rejected,
             lock.lock_model.model,
             lock.lock_model.valid,
+            contention.line(),
             liveness_summary(&liveness),
         );
         Ok(Judged {
-            valid: lock.valid.and(validity(liveness.valid)),
-            marked: counterexample_ops(&lock.lock_model),
-            checks: into_map(json!({ "lock": lock, "liveness": liveness, "run": run })),
+            valid: lock.valid.and(validity(liveness.valid && contention.valid)),
+            marked: [
+                counterexample_ops(&lock.lock_model),
+                contention.found.marked_ops(),
+            ]
+            .concat(),
+            checks: into_map(json!({
+                "lock": lock,
+                "contention": contention,
+                "liveness": liveness,
+                "run": run,
+            })),
             line,
         })
     }

@@ -18,7 +18,8 @@ use crate::client::NodeEndpoint;
 use crate::generator::drive;
 use crate::history::{Op, Recorder};
 use crate::nemesis::Nemesis;
-use crate::workload::rounds::{self, RoundsSummary};
+use crate::workload::rounds::fairness::{judge_lock, PASSED_OVER};
+use crate::workload::rounds::{self, Contention, RoundsSummary};
 use crate::workload::test_runs::{faulted, ms, options, run_faulted, run_quiet, run_through_kills};
 
 fn quick(recipe: RecipeKind, reentrant: bool) -> LockConfig {
@@ -95,9 +96,9 @@ fn assert_safe_and_live(summary: &RoundsSummary<LockOutcome>, ops: &[Op], every_
 /// machine (the whole unit suite at load 7).
 const STALL: Duration = Duration::from_secs(2);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn contenders_deaf_to_their_watches_are_reported_stuck() {
-    let server = ZkServer::start();
+/// A proxy in front of `server` that drops its watch notifications, and the node `n1` it
+/// stands for.
+async fn deaf_proxy(server: &ZkServer) -> (CutProxy, NodeEndpoint) {
     let upstream = format!("127.0.0.1:{}", server.endpoint().port)
         .parse()
         .unwrap();
@@ -108,7 +109,21 @@ async fn contenders_deaf_to_their_watches_are_reported_stuck() {
         host: "127.0.0.1".into(),
         port: proxy.port(),
     };
-    let cfg = quick(RecipeKind::Sequential, false);
+    (proxy, endpoint)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_deaf_to_their_watches_are_reported_stuck() {
+    let server = ZkServer::start();
+    let (_proxy, endpoint) = deaf_proxy(&server).await;
+    // All three join at once, so that two wait behind the first holder.
+    let cfg = LockConfig {
+        contention: Contention {
+            stagger: false,
+            ..Contention::default()
+        },
+        ..quick(RecipeKind::Sequential, false)
+    };
     let (summary, ops) = run_quiet(cfg, 3, 5, "deaf", endpoint, rounds::drive::<Contenders>).await;
     let opts = CheckOptions::default();
     let safety = check_lock_history(&ops, true, &opts).unwrap();
@@ -185,6 +200,84 @@ async fn naive_recipes_notify_ten_times_more_per_release_than_the_sequential_loc
         );
         assert!(herd.requests_mean > per_release["lock-sequential"].requests_mean);
     }
+}
+
+/// Staggered contenders on the sequential lock and on a lock that takes its line but grants by
+/// a race (`Barging`): both stay exclusive and show several queue positions (a free lock, a
+/// newcomer behind one, longer queues); the sequential lock keeps the order of its nodes,
+/// and the barging one is caught passing waiters over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_granting_out_of_line_order_is_caught_passing_waiters_over() {
+    let server = ZkServer::start();
+    let runs = [RecipeKind::Sequential, RecipeKind::Barging].map(|recipe| {
+        let endpoint = server.endpoint();
+        let cfg = LockConfig {
+            fencing: false,
+            ..quick(recipe, false)
+        };
+        let run_id = format!("order-{}", recipe.workload_name());
+        tokio::spawn(async move {
+            run_quiet(cfg, 5, 8, &run_id, endpoint, rounds::drive::<Contenders>).await
+        })
+    });
+    for (recipe, joined) in [RecipeKind::Sequential, RecipeKind::Barging]
+        .into_iter()
+        .zip(runs)
+    {
+        let (summary, ops) = joined.await.unwrap();
+        let exclusive = check_lock_history(&ops, false, &CheckOptions::default()).unwrap();
+        assert_eq!(
+            exclusive.valid,
+            Validity::Valid,
+            "{recipe:?}: {exclusive:?}"
+        );
+        let contention = judge_lock(&ops, true, 10);
+        let seen = &contention.positions;
+        assert!(
+            seen.len() >= 3 && seen.contains_key(&0) && seen.contains_key(&1),
+            "{recipe:?}: {contention:?} {summary:?}"
+        );
+        match recipe {
+            RecipeKind::Sequential => assert!(contention.valid, "{contention:?}"),
+            _ => assert!(
+                contention.found.count(PASSED_OVER) > 0,
+                "the out-of-order grants are caught: {contention:?}"
+            ),
+        }
+    }
+}
+
+/// Three of five single-node contenders behind a proxy that drops their watch notifications
+/// (slots 0, 2, 4 are bound to it), two straight to the server: the deaf ones wait on a lock
+/// node whose deletion they never hear of while the two others take it again and again. The
+/// unfair recipe promises nothing, so the run stays valid, but the starved waits are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_of_five_deaf_contenders_are_counted_starved_in_the_unfair_lock() {
+    let server = ZkServer::start();
+    let (_proxy, deaf) = deaf_proxy(&server).await;
+    let direct = server.endpoint();
+    let recorder = Arc::new(Recorder::in_memory());
+    let (_keep, stop) = tokio::sync::watch::channel(false);
+    let run = crate::generator::DriverRun {
+        cfg: quick(RecipeKind::SingleNode, false),
+        options: options(5000, 4000),
+        slots: 5,
+        time_limit: Duration::from_secs(8),
+        run_id: "starve".into(),
+        endpoints: vec![deaf, direct],
+    };
+    let summary = rounds::drive::<Contenders>(run, recorder.clone(), stop)
+        .await
+        .unwrap();
+    let contention = judge_lock(&recorder.ops(), false, 10);
+    assert!(contention.valid, "a figure, not an anomaly: {contention:?}");
+    assert!(
+        contention.starved >= 2 && contention.longest_wait_handoffs > 20,
+        "the deaf contenders starve: {contention:?} {summary:?}"
+    );
+    let starved: std::collections::BTreeSet<u64> =
+        contention.starved_waits.iter().map(|w| w.process).collect();
+    assert!(starved.len() >= 2, "{contention:?}");
 }
 
 /// Isolates the node of whoever holds the lock when it starts: cuts that node's proxy.

@@ -1,0 +1,312 @@
+//! What a history shows of the contention in a lock or election run: how many contenders each
+//! newcomer found ahead of it (the queue positions seen), waiters passed over, and waiters
+//! starved.
+//!
+//! - **Queue position**: when a contender invokes `acquire`, the other processes then waiting
+//!   (an `acquire` invoked and not completed) or holding (an `acquire` ok whose `release` has
+//!   not completed). 0 is a free lock, 1 a newcomer that found only the holder (or one waiter)
+//!   ahead, `contenders − 1` a queue of all.
+//! - **Passed over** (`passed-over`, fair recipes): a grant whose token (the czxid of the
+//!   contender's sequential node, so its place in line) is below that of a grant recorded
+//!   before it. The earlier node existed from its creation until its own grant (ZooKeeper
+//!   created it before the later one and its owner found it first in line), so the later
+//!   node's owner was granted while a node ahead of it was still waiting: the order of the
+//!   sequential nodes was not kept.
+//! - **Starved** (`starved` in the fair recipes, a figure in the unfair ones): one wait that
+//!   saw more grants to others than the threshold ([`Contention::starved_after`]
+//!   (super::Contention)). A wait that ended in an error is not judged: its session may have
+//!   lost its place in line without the client knowing yet. A wait that ended ok, was
+//!   abandoned at the end of the run (`abandoned: …`), or never ended is.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::history::{Op, OpType, Process};
+use crate::workload::anomalies::{Anomalies, Anomaly};
+
+/// How many starved waits are listed; all are counted.
+const LISTED: usize = 20;
+
+/// What a history shows of a run's contention.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ContentionReport {
+    /// Whether the recipe promises order (then passed-over and starved waiters are anomalies).
+    pub fair: bool,
+    /// Contenders found ahead on arrival → how often (empty when the history does not record
+    /// the waits, as the election's does not).
+    pub positions: BTreeMap<usize, u64>,
+    /// Hand-offs one wait may see before its contender counts as starved.
+    pub starved_after: u64,
+    /// Waits that saw more hand-offs than that.
+    pub starved: u64,
+    /// The first few starved waits: the wait's last operation, its process, and what it saw.
+    pub starved_waits: Vec<Anomaly>,
+    /// The most hand-offs one judged wait saw.
+    pub longest_wait_handoffs: u64,
+    /// The anomalies by class (fair recipes only): `passed-over`, `starved`.
+    #[serde(flatten)]
+    pub found: Anomalies,
+    /// No anomaly.
+    pub valid: bool,
+}
+
+impl ContentionReport {
+    /// The verdict line's part: `positions 0:12 1:30 2:8, 0 passed over, 0 starved (> 10
+    /// hand-offs)`.
+    pub fn line(&self) -> String {
+        let passed = self.found.counts.get(PASSED_OVER).copied().unwrap_or(0);
+        if self.positions.is_empty() {
+            return format!("{passed} passed over (waits not recorded)");
+        }
+        let seen: Vec<String> = self
+            .positions
+            .iter()
+            .map(|(p, n)| format!("{p}:{n}"))
+            .collect();
+        let unfair = match self.fair {
+            true => "",
+            false => ", not promised",
+        };
+        format!(
+            "positions {}, {passed} passed over, {} starved (> {} hand-offs{unfair})",
+            seen.join(" "),
+            self.starved,
+            self.starved_after
+        )
+    }
+}
+
+/// The anomaly class of a waiter the grant order passed over.
+pub const PASSED_OVER: &str = "passed-over";
+/// The anomaly class of a waiter that saw too many hand-offs.
+pub const STARVED: &str = "starved";
+
+/// One open wait.
+struct Wait {
+    handoffs: u64,
+}
+
+/// Builds a report from a history's grants and waits.
+struct Judge {
+    report: ContentionReport,
+    /// The highest token granted so far, with its process.
+    highest: Option<(i64, u64)>,
+}
+
+impl Judge {
+    fn new(fair: bool, starved_after: u64) -> Judge {
+        Judge {
+            report: ContentionReport {
+                fair,
+                starved_after,
+                ..ContentionReport::default()
+            },
+            highest: None,
+        }
+    }
+
+    /// `process` was granted at `op` with `token`.
+    fn granted(&mut self, op: &Op, process: u64, token: Option<i64>) {
+        let Some(token) = token else { return };
+        match self.highest {
+            Some((high, ahead)) if token < high && self.report.fair => {
+                let what = format!(
+                    "process {process} (token {token}) was granted after process {ahead} (token {high}), whose node came after its own"
+                );
+                self.report.found.note(PASSED_OVER, op, process, what);
+            }
+            Some((high, _)) if token < high => {}
+            _ => self.highest = Some((token, process)),
+        }
+    }
+
+    /// A judged wait of `process` ended at `op` (or the history did) after `wait`.
+    fn waited(&mut self, op: &Op, process: u64, wait: &Wait) {
+        let r = &mut self.report;
+        r.longest_wait_handoffs = r.longest_wait_handoffs.max(wait.handoffs);
+        if wait.handoffs <= r.starved_after {
+            return;
+        }
+        let what = format!(
+            "process {process} waited through {} hand-offs to others without acquiring",
+            wait.handoffs
+        );
+        r.starved += 1;
+        if r.starved_waits.len() < LISTED {
+            r.starved_waits.push(Anomaly {
+                index: op.index,
+                process,
+                what: what.clone(),
+            });
+        }
+        if r.fair {
+            r.found.note(STARVED, op, process, what);
+        }
+    }
+
+    fn done(mut self) -> ContentionReport {
+        self.report.valid = self.report.found.is_empty();
+        self.report
+    }
+}
+
+/// The token an operation's value carries: a number, or `{"token": n}`.
+fn token(value: &serde_json::Value) -> Option<i64> {
+    value.as_i64().or_else(|| value.get("token")?.as_i64())
+}
+
+/// Judges a lock history (`acquire` ok values are the tokens): positions, passed-over grants
+/// when `fair`, and waits past `starved_after` hand-offs.
+pub fn judge_lock(ops: &[Op], fair: bool, starved_after: u64) -> ContentionReport {
+    let mut judge = Judge::new(fair, starved_after);
+    let mut waits: HashMap<u64, Wait> = HashMap::new();
+    let mut holding: HashMap<u64, bool> = HashMap::new();
+    for op in ops {
+        let Process::Client(process) = op.process else {
+            continue;
+        };
+        match (op.f.as_str(), op.kind) {
+            ("acquire", OpType::Invoke) => {
+                let ahead = waits.len() + holding.values().filter(|h| **h).count();
+                *judge.report.positions.entry(ahead).or_default() += 1;
+                waits.insert(process, Wait { handoffs: 0 });
+            }
+            ("acquire", OpType::Ok) => {
+                for (_, wait) in waits.iter_mut().filter(|(p, _)| **p != process) {
+                    wait.handoffs += 1;
+                }
+                if let Some(wait) = waits.remove(&process) {
+                    judge.waited(op, process, &wait);
+                }
+                judge.granted(op, process, token(&op.value));
+                holding.insert(process, true);
+            }
+            ("acquire", _) => {
+                let abandoned = op
+                    .error
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("abandoned"));
+                if let Some(wait) = waits.remove(&process) {
+                    if abandoned {
+                        judge.waited(op, process, &wait);
+                    }
+                }
+            }
+            ("release", OpType::Invoke) => {}
+            ("release", _) => {
+                holding.insert(process, false);
+            }
+            _ => {}
+        }
+    }
+    if let Some(last) = ops.last() {
+        let mut open: Vec<_> = waits.into_iter().collect();
+        open.sort_by_key(|(p, _)| *p);
+        for (process, wait) in open {
+            judge.waited(last, process, &wait);
+        }
+    }
+    judge.done()
+}
+
+/// Judges the terms of an election history (`lead` invocations carry `{"token": n}`): the
+/// order of taking office when `fair`. Its history does not record campaigns, so neither
+/// positions nor starved waits can be told.
+pub fn judge_terms(ops: &[Op], fair: bool, starved_after: u64) -> ContentionReport {
+    let mut judge = Judge::new(fair, starved_after);
+    for op in ops {
+        if let (Process::Client(process), "lead", OpType::Invoke) =
+            (op.process, op.f.as_str(), op.kind)
+        {
+            judge.granted(op, process, token(&op.value));
+        }
+    }
+    judge.done()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::testing::{complete, history, invoke};
+
+    /// A round of `process`: acquire granted with `token`, then released.
+    fn granted(process: u64, token: &str) -> Vec<Op> {
+        vec![complete(process, "ok", "acquire", token)]
+    }
+
+    fn released(process: u64) -> Vec<Op> {
+        vec![
+            invoke(process, "release", "null"),
+            complete(process, "ok", "release", "null"),
+        ]
+    }
+
+    #[test]
+    fn positions_count_the_contenders_found_waiting_or_holding() {
+        let mut ops = vec![invoke(1, "acquire", "null")];
+        ops.extend(granted(1, "10"));
+        ops.push(invoke(2, "acquire", "null")); // behind the holder: 1
+        ops.push(invoke(3, "acquire", "null")); // behind the holder and 2: 2
+        ops.extend(released(1));
+        ops.extend(granted(2, "11"));
+        ops.extend(released(2));
+        ops.extend(granted(3, "12"));
+        ops.extend(released(3));
+        ops.push(invoke(1, "acquire", "null")); // a free lock: 0
+        let r = judge_lock(&history(&ops), true, 10);
+        assert_eq!(r.positions, BTreeMap::from([(0, 2), (1, 1), (2, 1)]));
+        assert!(r.valid, "{r:?}");
+        assert_eq!(r.longest_wait_handoffs, 1, "3 saw 2 granted");
+    }
+
+    #[test]
+    fn a_later_node_granted_first_passes_the_waiter_over_in_a_fair_recipe_only() {
+        let mut ops = vec![invoke(1, "acquire", "null"), invoke(2, "acquire", "null")];
+        ops.extend(granted(2, "21"));
+        ops.extend(released(2));
+        ops.extend(granted(1, "20"));
+        let r = judge_lock(&history(&ops), true, 10);
+        let passed = r.found.only(PASSED_OVER);
+        assert_eq!(passed.process, 1);
+        assert!(
+            passed.what.contains("after process 2 (token 21)"),
+            "{passed:?}"
+        );
+        assert!(!r.valid);
+        assert!(
+            judge_lock(&history(&ops), false, 10).valid,
+            "unfair: no promise"
+        );
+        let terms: Vec<Op> = [(2, 21), (1, 20)]
+            .iter()
+            .map(|(p, t)| invoke(*p, "lead", &format!("{{\"token\": {t}}}")))
+            .collect();
+        let r = judge_terms(&history(&terms), true, 10);
+        assert_eq!(r.found.count(PASSED_OVER), 1, "{r:?}");
+        assert!(r.positions.is_empty());
+    }
+
+    #[test]
+    fn a_wait_through_more_hand_offs_than_the_threshold_is_starved_unless_it_failed() {
+        let mut ops = vec![invoke(3, "acquire", "null"), invoke(4, "acquire", "null")];
+        for token in 0..4 {
+            ops.push(invoke(1, "acquire", "null"));
+            ops.extend(granted(1, &format!("{}", 100 + token)));
+            ops.extend(released(1));
+        }
+        ops.push(complete(3, "info", "acquire", "null").with_error("abandoned: the run ended"));
+        ops.push(complete(4, "info", "acquire", "null").with_error("session expired"));
+        let r = judge_lock(&history(&ops), true, 3);
+        let starved = r.found.only(STARVED);
+        assert_eq!(starved.process, 3, "4's session may have lost its place");
+        assert!(starved.what.contains("4 hand-offs"), "{starved:?}");
+        assert_eq!((r.starved, r.longest_wait_handoffs), (1, 4));
+        let unfair = judge_lock(&history(&ops), false, 3);
+        assert!(unfair.valid && unfair.starved == 1, "a figure: {unfair:?}");
+        assert!(
+            judge_lock(&history(&ops), true, 4).valid,
+            "at the threshold"
+        );
+    }
+}
