@@ -64,6 +64,7 @@ registry! {
     set,
     unique_ids,
     bank,
+    watch,
 }
 
 /// The workload `stampede test` runs when none is named, and a run folder without
