@@ -33,17 +33,22 @@ pub enum Failpoint {
     /// applies no later setData of it (its data, version and mzxid stay),
     /// serving that one stale znode while its zxid moves on with the others.
     StaleZnode,
+    /// Each server, once, sends the first NodeDataChanged event that has a watcher to all
+    /// its watchers but one: that client's watch is consumed (or its persistent stream goes
+    /// on) without the event.
+    DropWatchEvent,
 }
 
 impl Failpoint {
     /// Every failpoint.
-    pub const ALL: [Failpoint; 6] = [
+    pub const ALL: [Failpoint; 7] = [
         Failpoint::AckBeforeDurable,
         Failpoint::SkipTrunc,
         Failpoint::CommitBeforeQuorum,
         Failpoint::StaleLeaderWrites,
         Failpoint::ForgetOnStart,
         Failpoint::StaleZnode,
+        Failpoint::DropWatchEvent,
     ];
 
     /// Its name in the config.
@@ -55,6 +60,7 @@ impl Failpoint {
             Failpoint::StaleLeaderWrites => "stale-leader-writes",
             Failpoint::ForgetOnStart => "forget-on-start",
             Failpoint::StaleZnode => "stale-znode",
+            Failpoint::DropWatchEvent => "drop-watch-event",
         }
     }
 }
@@ -116,6 +122,18 @@ pub fn skips_set_data(id: u64, path: &str) -> bool {
         path.to_string()
     });
     frozen == path
+}
+
+/// Whether this server drops the NodeDataChanged event of `path` at `zxid` for one of its
+/// watchers ([`Failpoint::DropWatchEvent`]): true once, for the first one asked about.
+pub fn drops_watch_event(path: &str, zxid: i64) -> bool {
+    static DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !active(Failpoint::DropWatchEvent) || DROPPED.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        return false;
+    }
+    tracing::warn!("failpoint drop-watch-event: {path} zxid {zxid:#x}: one watcher is not told");
+    true
 }
 
 /// Runs the failpoints due when the server starts, before it recovers from `data_dir`.

@@ -612,43 +612,28 @@ impl<'h> Judge<'h> {
             }
             covered.retain(|(c, _)| c.zxid.is_some_and(|z| z > base));
             covered.sort_by_key(|(c, _)| c.zxid);
-            for (n, &i) in received.iter().enumerate() {
-                let e = &watch.events[i];
-                let Some((c, (k, t))) = covered.get(n) else {
-                    let kind = if names.iter().any(|(k, t)| *k == e.key && *t == e.kind) {
-                        "duplicate"
-                    } else {
-                        "phantom"
-                    };
-                    report.note(
-                        kind,
-                        class,
-                        e.op,
-                        format!(
-                            "event {n} {} on {:?} for watch {}: only {} changes above zxid {base}",
-                            e.kind,
-                            e.key,
-                            watch.id,
-                            covered.len()
-                        ),
-                    );
-                    break;
-                };
-                if *k != e.key || *t != e.kind {
-                    report.note("reordered", class, e.op, format!("event {n} for watch {} is {} on {:?} where the change at zxid {:?} is {t} on {k:?}", watch.id, e.kind, e.key, c.zxid));
-                    break;
+            let expected: Vec<(String, &str, i64, u64)> = covered
+                .iter()
+                .map(|(c, (k, t))| (k.clone(), *t, c.zxid.unwrap_or_default(), c.completed))
+                .collect();
+            let events: Vec<&Event> = received.iter().map(|&i| &watch.events[i]).collect();
+            let matched = match_stream(report, class, watch, &key, &expected, &events);
+            for (n, z) in matched.iter().enumerate() {
+                if let Some(z) = z {
+                    attributed.push((received[n], *z));
                 }
-                attributed.push((i, c.zxid.unwrap_or_default()));
             }
-            if let Some(close) = end {
-                let due = covered
-                    .iter()
-                    .rposition(|(c, _)| c.completed + SETTLE_NS <= close)
-                    .map_or(0, |p| p + 1);
-                if received.len() < due {
-                    let (c, _) = covered[received.len()];
-                    report.note("missed", class, watch.op, format!("watch {} ({}) on {:?}: {} events for {due} changes above zxid {base}, the first missing at zxid {:?}", watch.id, class.name(), key, received.len(), c.zxid));
-                }
+            // Unmatched changes: missed when a later change's event came (a gap), or when
+            // due before a connected close.
+            let last_matched = matched.iter().flatten().max().copied();
+            let got: Vec<i64> = matched.iter().flatten().copied().collect();
+            let missing = expected.iter().find(|(_, _, z, done)| {
+                !got.contains(z)
+                    && (last_matched.is_some_and(|l| *z < l)
+                        || end.is_some_and(|close| done + SETTLE_NS <= close))
+            });
+            if let Some((k, t, z, _)) = missing {
+                report.note("missed", class, watch.op, format!("watch {} ({}) on {key:?}: no {t} on {k:?} for the change at zxid {z} (base zxid {base}; {} events for {} changes)", watch.id, class.name(), events.len(), expected.len()));
             }
         }
         let _ = w;
@@ -711,4 +696,62 @@ impl<'h> Judge<'h> {
             }
         }
     }
+}
+
+/// Matches the events of one persistent stream (in receipt order) to the changes it covers
+/// (`(key, type, zxid, completed)`, in zxid order); returns the zxid each event is matched to.
+/// An event with its own zxid matches the change of that zxid; one without matches the next
+/// unmatched change of its key and type. An event with no such change is a *duplicate* (its
+/// change was matched already), *reordered* (it comes after a later change's event), or a
+/// *phantom* (no such change at all).
+fn match_stream(
+    report: &mut WatchReport,
+    class: Class,
+    watch: &Watch,
+    key: &str,
+    expected: &[(String, &str, i64, u64)],
+    events: &[&Event],
+) -> Vec<Option<i64>> {
+    let mut used = vec![false; expected.len()];
+    let mut next = 0;
+    let mut matched = Vec::new();
+    for e in events {
+        let same = |x: &(String, &str, i64, u64)| x.0 == e.key && x.1 == e.kind;
+        let found = match e.op.zxid {
+            Some(z) => expected.iter().position(|x| x.2 == z && same(x)),
+            None => (next..expected.len()).find(|&j| !used[j] && same(&expected[j])),
+        };
+        let Some(j) = found.filter(|&j| !used[j] && j >= next) else {
+            let (kind, why) = match found {
+                Some(j) if used[j] => ("duplicate", "its change was notified already"),
+                Some(_) => ("reordered", "it comes after the event of a later change"),
+                None if expected
+                    .iter()
+                    .enumerate()
+                    .any(|(j, x)| !used[j] && same(x)) =>
+                {
+                    ("reordered", "it comes after the event of a later change")
+                }
+                None if expected.iter().any(same) => {
+                    ("duplicate", "every such change was notified already")
+                }
+                None => ("phantom", "no such change"),
+            };
+            report.note(
+                kind,
+                class,
+                e.op,
+                format!(
+                    "{} on {:?} for watch {} on {key:?} (zxid {:?}): {why}",
+                    e.kind, e.key, watch.id, e.op.zxid
+                ),
+            );
+            matched.push(None);
+            continue;
+        };
+        used[j] = true;
+        next = j + 1;
+        matched.push(Some(expected[j].2));
+    }
+    matched
 }

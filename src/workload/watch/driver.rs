@@ -375,7 +375,9 @@ async fn watch_round(
     let mut reconnect_rearm = false;
     loop {
         tokio::select! {
-            _ = generator::ended(&mut stop, deadline) => return close(&p, Next::End).await,
+            // Session changes first: a persistent watch is given up before any event that
+            // came after a reconnection is taken as its own.
+            biased;
             changed = state.changed() => {
                 let name = format!("{changed:?}");
                 p.record(OpType::Invoke, "session", "", Value::Null, None, None)?;
@@ -412,6 +414,7 @@ async fn watch_round(
                     }
                 }
             }
+            _ = generator::ended(&mut stop, deadline) => return close(&p, Next::End).await,
             _ = tick.tick() => {
                 let key = keys[rand::thread_rng().gen_range(0..keys.len())].clone();
                 let of = if rand::thread_rng().gen_bool(0.5) { "data" } else { "children" };

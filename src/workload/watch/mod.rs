@@ -15,7 +15,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{into_map, Entry, Judged, Ran, Section, Settings, Workload};
+use serde_json::Map;
+
+use super::{into_map, Entry, Figures, Judged, Ran, Section, Settings, Workload};
 use crate::config::Duration;
 use crate::generator::{GeneratorConfig, Target};
 use crate::history::Op;
@@ -110,5 +112,12 @@ impl Workload for WatchWorkload {
             checks: into_map(json!({ "watch": watch, "run": run })),
             line,
         })
+    }
+
+    /// The herd figures per write (notifications and re-arming requests), as the recipes'
+    /// per release.
+    fn figures(&self, checks: &Map<String, Value>) -> Figures {
+        let watchers = (self.0.generator.concurrency - self.0.own.writers) as u64;
+        Figures::of_recipe(checks, ENTRY.name, watchers)
     }
 }
