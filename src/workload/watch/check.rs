@@ -30,11 +30,16 @@
 //!   persistent events across reconnection, ZOOKEEPER-4698) is not held to completeness.
 //!   A znode with a write of unknown outcome (`info`, zxid unknown) is judged for phantoms
 //!   only (more events than changes that may have happened).
-//! - **Order**: one client's events come in zxid order. An event's zxid is its own when the
-//!   server sends one (3.9+, keeperd); else the zxid it is attributed to (the first change
-//!   above a one-shot watch's state, the i-th change of a persistent stream), when every
-//!   change of that znode is known. Only events between two session state changes are
-//!   compared: events the server re-sends at reconnection (watch reset) need not be ordered.
+//! - **Order**: one client's events come in zxid order. The history can show it only for the
+//!   events of one watch (each watch's events come through a channel of its own; events of
+//!   two watches waiting at once are taken in no set order), and only for events carrying
+//!   their zxid (ZooKeeper 3.9+, keeperd); without them, a persistent stream's order is
+//!   judged by its events' types against its changes'.
+//! - **Events in flight around a read**: the driver records every event already handed over
+//!   before a read's answer, but the client may hand over events that came after the answer
+//!   before it: such events (recorded while the read was in flight) may be for changes on
+//!   either side of it. A one-shot watch's event may be for the very change its read saw
+//!   (the server applies a change before it fires the watches).
 //!
 //! Nothing judged (no event and no watch ended by a connected close) leaves the verdict
 //! unknown.
@@ -281,6 +286,7 @@ struct End {
 pub fn check_watch(ops: &[Op]) -> WatchReport {
     let mut report = WatchReport::default();
     let mut invoked: HashMap<u64, u64> = HashMap::new();
+    let mut invoked_index: HashMap<u64, u64> = HashMap::new();
     let mut changes: Vec<Change> = Vec::new();
     let mut watches: Vec<Watch> = Vec::new();
     let mut by_id: HashMap<u64, usize> = HashMap::new();
@@ -294,6 +300,7 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
         };
         if op.kind == OpType::Invoke {
             invoked.insert(process, op.time);
+            invoked_index.insert(process, op.index);
             continue;
         }
         let since = invoked.remove(&process).unwrap_or(op.time);
@@ -365,11 +372,6 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
                     key,
                     kind: kind.into(),
                 });
-                let at = watches[w].events.len() - 1;
-                timeline
-                    .entry(process)
-                    .or_default()
-                    .push(Seen::Event(w, at));
             }
             ("read", OpType::Ok) => {
                 let of = op
@@ -378,18 +380,19 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 let Some(zxid) = op.zxid else { continue };
+                let invoked_at = invoked_index.get(&process).copied().unwrap_or(op.index);
                 timeline.entry(process).or_default().push(Seen::Read(
                     key,
                     of == "children",
                     zxid,
                     op,
+                    invoked_at,
                 ));
             }
             ("session", OpType::Ok) => {
                 if op.value.as_str() == Some("Expired") {
                     ends.entry(process).or_default().expired = true;
                 }
-                timeline.entry(process).or_default().push(Seen::Session);
             }
             ("unwatch", OpType::Ok) => {
                 if let Some(&w) = id.and_then(|id| by_id.get(&id)) {
@@ -409,34 +412,27 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
         ends: &ends,
         timeline: &timeline,
     };
-    let mut attributed: HashMap<(usize, usize), i64> = HashMap::new();
-    for (w, watch) in watches.iter().enumerate() {
+    for watch in &watches {
         let end = judge.end_of(watch);
         match end {
             Some(_) => report.judged += 1,
             None => report.excused += 1,
         }
-        let found = match watch.class.oneshot() {
+        match watch.class.oneshot() {
             true => judge.oneshot(&mut report, watch, end),
-            false => judge.persistent(&mut report, watch, w, end),
-        };
-        for (e, zxid) in found {
-            attributed.insert((w, e), zxid);
+            false => judge.persistent(&mut report, watch, end),
         }
+        order(&mut report, watch);
     }
-    judge.order(&mut report, &watches, &attributed);
     report
 }
 
 /// Something a process saw, in order.
 #[derive(Debug)]
 enum Seen<'a> {
-    /// An event: the watch's index and the event's.
-    Event(usize, usize),
-    /// A read of a key's data (false) or children (true), with the zxid read.
-    Read(String, bool, i64, &'a Op),
-    /// A session state change.
-    Session,
+    /// A read of a key's data (false) or children (true), with the zxid read, its
+    /// completion and the index of its invocation.
+    Read(String, bool, i64, &'a Op, u64),
 }
 
 struct Judge<'h> {
@@ -456,157 +452,145 @@ impl<'h> Judge<'h> {
         }
     }
 
-    /// Judges a one-shot watch; returns the zxid its event is attributed to, when known.
-    fn oneshot(
-        &self,
-        report: &mut WatchReport,
-        watch: &Watch,
-        end: Option<u64>,
-    ) -> Vec<(usize, i64)> {
+    /// Judges a one-shot watch. Its event may be for the change it was set on (zxid equal to
+    /// its state: the server applies a change, then fires the watches a read could have set
+    /// in between), or any later one; it is due for a change above its state (or, with no
+    /// zxid to compare, invoked after it was set).
+    fn oneshot(&self, report: &mut WatchReport, watch: &Watch, end: Option<u64>) {
         let class = watch.class;
-        let triggers: Vec<(&Change, (String, &str))> = self
+        let of_class: Vec<(&Change, (String, &str))> = self
             .changes
             .iter()
             .filter_map(|c| event_of(class, &watch.key, watch.exists, c).map(|e| (c, e)))
-            .filter(|(c, _)| match (c.zxid, watch.state) {
-                (Some(z), Some(s)) if class != Class::Exist || watch.exists => z > s,
-                _ => c.invoked > watch.op.time || !c.ok || c.zxid.is_none(),
-            })
             .collect();
         for extra in watch.events.iter().skip(1) {
-            report.note(
-                "duplicate",
-                class,
-                extra.op,
-                format!(
-                    "watch {} on {:?} fired again ({})",
-                    watch.id, watch.key, extra.kind
-                ),
+            let what = format!(
+                "watch {} on {:?} fired again ({})",
+                watch.id, watch.key, extra.kind
             );
+            report.note("duplicate", class, extra.op, what);
         }
-        let mut attributed = Vec::new();
         match watch.events.first() {
             Some(e) => {
-                let cause = triggers
-                    .iter()
-                    .any(|(c, (k, t))| *k == e.key && *t == e.kind && c.invoked < e.op.time);
+                let cause = of_class.iter().any(|(c, (k, t))| {
+                    *k == e.key
+                        && *t == e.kind
+                        && c.invoked < e.op.time
+                        && match (c.zxid, watch.state) {
+                            (Some(z), Some(s)) => z >= s,
+                            _ => true,
+                        }
+                });
                 if !cause {
-                    report.note(
-                        "phantom",
-                        class,
-                        e.op,
-                        format!(
-                            "{} on {:?} for watch {} set at zxid {:?}: no such change after it",
-                            e.kind, e.key, watch.id, watch.state
-                        ),
+                    let what = format!(
+                        "{} on {:?} for watch {} set at zxid {:?}: no such change from it on",
+                        e.kind, e.key, watch.id, watch.state
                     );
-                }
-                let clean = triggers.iter().all(|(c, _)| c.ok && c.zxid.is_some());
-                let first = triggers.iter().filter_map(|(c, _)| c.zxid).min();
-                if let (true, Some(z), true) = (clean, first, watch.state.is_some()) {
-                    attributed.push((0, z));
+                    report.note("phantom", class, e.op, what);
                 }
             }
             None => {
-                if let Some(close) = end {
-                    let due = triggers
-                        .iter()
-                        .find(|(c, _)| c.ok && c.completed + SETTLE_NS <= close);
-                    if let Some((c, _)) = due {
-                        report.note("missed", class, watch.op, format!("watch {} ({}) on {:?} set at zxid {:?} never fired, though {:?} {:?} (zxid {:?}) was acknowledged before the close", watch.id, class.name(), watch.key, watch.state, c.kind, c.key, c.zxid));
-                    }
+                let Some(close) = end else { return };
+                let due = of_class.iter().find(|(c, _)| {
+                    let after = match (c.zxid, watch.state) {
+                        (Some(z), Some(s)) => z > s,
+                        _ => c.invoked > watch.op.time,
+                    };
+                    after && c.ok && c.completed + SETTLE_NS <= close
+                });
+                if let Some((c, _)) = due {
+                    report.note("missed", class, watch.op, format!("watch {} ({}) on {:?} set at zxid {:?} never fired, though {:?} {:?} (zxid {:?}) was acknowledged before the close", watch.id, class.name(), watch.key, watch.state, c.kind, c.key, c.zxid));
                 }
             }
         }
-        // A read showing a change above the watch's state before its event.
-        if let (Some(state), Some(seen)) = (watch.state, self.timeline.get(&watch.process)) {
-            let children = class == Class::Child;
-            if class != Class::Exist {
-                let fired_at = watch.events.first().map_or(u64::MAX, |e| e.op.index);
-                for s in seen {
-                    if let Seen::Read(key, of_children, zxid, op) = s {
-                        if *key == watch.key
-                            && *of_children == children
-                            && op.index > watch.op.index
-                            && op.index < fired_at
-                            && *zxid > state
-                        {
-                            report.note("reordered", class, op, format!("read zxid {zxid} of {key:?} before the event of watch {} set at zxid {state}", watch.id));
-                            break;
-                        }
-                    }
-                }
-            }
+        // A read showing a change above the watch's state before its event. An event that
+        // came before the read's answer is recorded before the read (the driver takes every
+        // event already handed over first), so none recorded before it means none came.
+        let (Some(state), Some(seen)) = (watch.state, self.timeline.get(&watch.process)) else {
+            return;
+        };
+        if class == Class::Exist {
+            return;
         }
-        attributed
+        let fired_at = watch.events.first().map_or(u64::MAX, |e| e.op.index);
+        let shows = seen.iter().find_map(|s| match s {
+            Seen::Read(key, children, zxid, op, _)
+                if *key == watch.key
+                    && *children == (class == Class::Child)
+                    && op.index > watch.op.index
+                    && op.index < fired_at
+                    && *zxid > state =>
+            {
+                Some((*zxid, *op))
+            }
+            _ => None,
+        });
+        if let Some((zxid, op)) = shows {
+            let what = format!(
+                "read zxid {zxid} of {:?} before the event of watch {} set at zxid {state}",
+                watch.key, watch.id
+            );
+            report.note("reordered", class, op, what);
+        }
     }
 
-    /// Judges a persistent or recursive watch stream by stream (a znode's data or children
-    /// changes); returns the zxids its events are attributed to.
-    fn persistent(
-        &self,
-        report: &mut WatchReport,
-        watch: &Watch,
-        w: usize,
-        end: Option<u64>,
-    ) -> Vec<(usize, i64)> {
+    /// Judges a persistent or recursive watch stream by stream (one key's data, or one
+    /// key's children), from the first read of that stream after the watch was set (its
+    /// baseline, zxid `s`). Events recorded after that read are for changes above `s`; those
+    /// recorded while it was in flight may be for changes up to `s` or above it (the client
+    /// may have handed over events that came after the answer before the answer itself).
+    /// Events carrying their zxid are matched by it. A stream with a change of unknown
+    /// outcome is judged for phantoms only.
+    fn persistent(&self, report: &mut WatchReport, watch: &Watch, end: Option<u64>) {
         let class = watch.class;
         let seen = self
             .timeline
             .get(&watch.process)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        // The streams: the changes each covers, keyed by (key read, children).
         let mut streams: BTreeMap<(String, bool), Vec<(&Change, (String, &str))>> = BTreeMap::new();
         for c in self.changes {
             if let Some(e) = event_of(class, &watch.key, true, c) {
                 streams.entry(c.stream()).or_default().push((c, e));
             }
         }
-        let mut attributed = Vec::new();
         let mut claimed = vec![false; watch.events.len()];
         for ((key, children), mut covered) in streams {
-            // The baseline: the first read of the stream by the process after the watch.
+            let names: Vec<(String, &str)> = covered.iter().map(|(_, e)| e.clone()).collect();
+            let ours = |e: &Event| names.iter().any(|(k, t)| *k == e.key && *t == e.kind);
+            for (i, e) in watch.events.iter().enumerate() {
+                claimed[i] |= ours(e);
+            }
             let baseline = seen.iter().find_map(|s| match s {
-                Seen::Read(k, ch, z, op)
+                Seen::Read(k, ch, z, op, invoked)
                     if *k == key && *ch == children && op.index > watch.op.index =>
                 {
-                    Some((*z, op.index))
+                    Some((*z, *invoked, op.index))
                 }
                 _ => None,
             });
-            let Some((base, base_index)) = baseline else {
+            let Some((base, read_invoked, read_done)) = baseline else {
                 continue;
             };
-            let names: Vec<(String, &str)> = covered.iter().map(|(_, e)| e.clone()).collect();
-            let received: Vec<usize> = (0..watch.events.len())
-                .filter(|&i| {
-                    let e = &watch.events[i];
-                    e.op.index > base_index
-                        && names.iter().any(|(k, t)| *k == e.key && *t == e.kind)
-                })
+            let ambiguous: Vec<&Event> = watch
+                .events
+                .iter()
+                .filter(|e| ours(e) && e.op.index > read_invoked && e.op.index < read_done)
                 .collect();
-            for &i in &received {
-                claimed[i] = true;
-            }
+            let late: Vec<&Event> = watch
+                .events
+                .iter()
+                .filter(|e| ours(e) && e.op.index > read_done)
+                .collect();
             let clean = covered.iter().all(|(c, _)| c.ok && c.zxid.is_some());
             if !clean {
                 let possible = covered
                     .iter()
                     .filter(|(c, _)| !c.ok || c.zxid.is_none_or(|z| z > base))
                     .count();
-                if received.len() > possible {
-                    let e = &watch.events[received[possible]];
-                    report.note(
-                        "phantom",
-                        class,
-                        e.op,
-                        format!(
-                            "{} events on {key:?} for watch {} with at most {possible} changes",
-                            received.len(),
-                            watch.id
-                        ),
-                    );
+                if late.len() > possible {
+                    let what = format!("{} events on {key:?} for watch {} after zxid {base}, with at most {possible} changes", late.len(), watch.id);
+                    report.note("phantom", class, late[possible].op, what);
                 }
                 continue;
             }
@@ -616,142 +600,157 @@ impl<'h> Judge<'h> {
                 .iter()
                 .map(|(c, (k, t))| (k.clone(), *t, c.zxid.unwrap_or_default(), c.completed))
                 .collect();
-            let events: Vec<&Event> = received.iter().map(|&i| &watch.events[i]).collect();
-            let matched = match_stream(report, class, watch, &key, &expected, &events);
-            for (n, z) in matched.iter().enumerate() {
-                if let Some(z) = z {
-                    attributed.push((received[n], *z));
+            let due = match end {
+                Some(close) => expected
+                    .iter()
+                    .rposition(|x| x.3 + SETTLE_NS <= close)
+                    .map_or(0, |p| p + 1),
+                None => 0,
+            };
+            let with_zxids = ambiguous.iter().chain(&late).all(|e| e.op.zxid.is_some());
+            let judged = match with_zxids {
+                true => {
+                    let events: Vec<&Event> = ambiguous
+                        .iter()
+                        .chain(&late)
+                        .copied()
+                        .filter(|e| e.op.zxid.is_some_and(|z| z > base))
+                        .collect();
+                    match_by_zxid(&expected, &events)
                 }
-            }
-            // Unmatched changes: missed when a later change's event came (a gap), or when
-            // due before a connected close.
-            let last_matched = matched.iter().flatten().max().copied();
-            let got: Vec<i64> = matched.iter().flatten().copied().collect();
-            let missing = expected.iter().find(|(_, _, z, done)| {
-                !got.contains(z)
-                    && (last_matched.is_some_and(|l| *z < l)
-                        || end.is_some_and(|close| done + SETTLE_NS <= close))
-            });
-            if let Some((k, t, z, _)) = missing {
-                report.note("missed", class, watch.op, format!("watch {} ({}) on {key:?}: no {t} on {k:?} for the change at zxid {z} (base zxid {base}; {} events for {} changes)", watch.id, class.name(), events.len(), expected.len()));
+                false => match_by_type(&expected, &ambiguous, &late),
+            };
+            let notified = match judged {
+                Ok(notified) => notified,
+                Err((kind, e, why)) => {
+                    let what = format!("{} on {:?} for watch {} on {key:?} (zxid {:?}, stream from zxid {base}): {why}", e.kind, e.key, watch.id, e.op.zxid);
+                    report.note(kind, class, e.op, what);
+                    continue;
+                }
+            };
+            if let Some(missing) = notified
+                .iter()
+                .take(due.max(notified.iter().rposition(|n| *n).map_or(0, |p| p + 1)))
+                .position(|n| !n)
+            {
+                let (k, t, z, _) = &expected[missing];
+                let what = format!("watch {} ({}) on {key:?}: no {t} on {k:?} for the change at zxid {z} (stream from zxid {base}; {} changes, {due} due)", watch.id, class.name(), expected.len());
+                report.note("missed", class, watch.op, what);
             }
         }
-        let _ = w;
         for (i, e) in watch.events.iter().enumerate() {
-            let covered = self.changes.iter().any(|c| {
-                event_of(class, &watch.key, true, c)
-                    .is_some_and(|(k, t)| k == e.key && t == e.kind && c.invoked < e.op.time)
-            });
-            if !claimed[i] && !covered {
-                report.note(
-                    "phantom",
-                    class,
-                    e.op,
-                    format!(
-                        "{} on {:?} for watch {}: no such change",
-                        e.kind, e.key, watch.id
-                    ),
+            if !claimed[i] {
+                let what = format!(
+                    "{} on {:?} for watch {}: no such change",
+                    e.kind, e.key, watch.id
                 );
-            }
-        }
-        attributed
-    }
-
-    /// One client's events in zxid order, between session state changes.
-    fn order(
-        &self,
-        report: &mut WatchReport,
-        watches: &[Watch],
-        attributed: &HashMap<(usize, usize), i64>,
-    ) {
-        for seen in self.timeline.values() {
-            let mut last: Option<i64> = None;
-            for s in seen {
-                match s {
-                    Seen::Session => last = None,
-                    Seen::Read(..) => {}
-                    Seen::Event(w, e) => {
-                        let event = &watches[*w].events[*e];
-                        let Some(zxid) =
-                            event.op.zxid.or_else(|| attributed.get(&(*w, *e)).copied())
-                        else {
-                            continue;
-                        };
-                        if last.is_some_and(|l| zxid < l) {
-                            report.note(
-                                "reordered",
-                                watches[*w].class,
-                                event.op,
-                                format!(
-                                    "{} on {:?} (zxid {zxid}) after an event of zxid {}",
-                                    event.kind,
-                                    event.key,
-                                    last.unwrap_or_default()
-                                ),
-                            );
-                        }
-                        last = Some(last.map_or(zxid, |l| l.max(zxid)));
-                    }
-                }
+                report.note("phantom", class, e.op, what);
             }
         }
     }
 }
 
-/// Matches the events of one persistent stream (in receipt order) to the changes it covers
-/// (`(key, type, zxid, completed)`, in zxid order); returns the zxid each event is matched to.
-/// An event with its own zxid matches the change of that zxid; one without matches the next
-/// unmatched change of its key and type. An event with no such change is a *duplicate* (its
-/// change was matched already), *reordered* (it comes after a later change's event), or a
-/// *phantom* (no such change at all).
-fn match_stream(
-    report: &mut WatchReport,
-    class: Class,
-    watch: &Watch,
-    key: &str,
+/// What is wrong with a stream's events: the anomaly, the event, and why.
+type Mismatch<'e> = (&'static str, &'e Event<'e>, &'static str);
+
+/// Matches events carrying zxids to the changes above a stream's baseline (`expected`, in
+/// zxid order); returns which changes were notified.
+fn match_by_zxid<'e>(
     expected: &[(String, &str, i64, u64)],
-    events: &[&Event],
-) -> Vec<Option<i64>> {
-    let mut used = vec![false; expected.len()];
+    events: &[&'e Event<'e>],
+) -> Result<Vec<bool>, Mismatch<'e>> {
+    let mut notified = vec![false; expected.len()];
     let mut next = 0;
-    let mut matched = Vec::new();
     for e in events {
-        let same = |x: &(String, &str, i64, u64)| x.0 == e.key && x.1 == e.kind;
-        let found = match e.op.zxid {
-            Some(z) => expected.iter().position(|x| x.2 == z && same(x)),
-            None => (next..expected.len()).find(|&j| !used[j] && same(&expected[j])),
-        };
-        let Some(j) = found.filter(|&j| !used[j] && j >= next) else {
-            let (kind, why) = match found {
-                Some(j) if used[j] => ("duplicate", "its change was notified already"),
-                Some(_) => ("reordered", "it comes after the event of a later change"),
-                None if expected
-                    .iter()
-                    .enumerate()
-                    .any(|(j, x)| !used[j] && same(x)) =>
-                {
-                    ("reordered", "it comes after the event of a later change")
-                }
-                None if expected.iter().any(same) => {
-                    ("duplicate", "every such change was notified already")
-                }
-                None => ("phantom", "no such change"),
-            };
-            report.note(
-                kind,
-                class,
-                e.op,
-                format!(
-                    "{} on {:?} for watch {} on {key:?} (zxid {:?}): {why}",
-                    e.kind, e.key, watch.id, e.op.zxid
-                ),
-            );
-            matched.push(None);
-            continue;
-        };
-        used[j] = true;
-        next = j + 1;
-        matched.push(Some(expected[j].2));
+        let same =
+            |x: &(String, &str, i64, u64)| x.0 == e.key && x.1 == e.kind && Some(x.2) == e.op.zxid;
+        match expected.iter().position(same) {
+            None => return Err(("phantom", e, "no such change")),
+            Some(j) if notified[j] => {
+                return Err(("duplicate", e, "its change was notified already"))
+            }
+            Some(j) if j < next => {
+                return Err(("reordered", e, "it comes after the event of a later change"))
+            }
+            Some(j) => {
+                notified[j] = true;
+                next = j + 1;
+            }
+        }
     }
-    matched
+    Ok(notified)
+}
+
+/// Matches events without zxids to the changes above a stream's baseline (`expected`, in
+/// zxid order) by their types: `late` (after the baseline read's answer) must follow some of
+/// `ambiguous` (while it was in flight; any number of whose first ones may be for changes up
+/// to the baseline) as the changes' events in order. Returns which changes were notified,
+/// taking as many of `ambiguous` as fit (the reading that leaves the fewest missed).
+fn match_by_type<'e>(
+    expected: &[(String, &str, i64, u64)],
+    ambiguous: &[&'e Event<'e>],
+    late: &[&'e Event<'e>],
+) -> Result<Vec<bool>, Mismatch<'e>> {
+    let fits = |events: &[&Event]| {
+        events.len() <= expected.len()
+            && events
+                .iter()
+                .zip(expected)
+                .all(|(e, x)| e.key == x.0 && e.kind == x.1)
+    };
+    for skip in 0..=ambiguous.len() {
+        let events: Vec<&Event> = ambiguous[skip..].iter().chain(late).copied().collect();
+        if fits(&events) {
+            let mut notified = vec![false; expected.len()];
+            notified[..events.len()].iter_mut().for_each(|n| *n = true);
+            return Ok(notified);
+        }
+    }
+    let Some(first) = late.first() else {
+        return Ok(vec![false; expected.len()]);
+    };
+    if late.len() > expected.len() {
+        let extra = late[expected.len()];
+        let kind = match expected
+            .iter()
+            .any(|x| x.0 == extra.key && x.1 == extra.kind)
+        {
+            true => "duplicate",
+            false => "phantom",
+        };
+        return Err((kind, extra, "more events than changes after the baseline"));
+    }
+    let wrong = late
+        .iter()
+        .zip(expected)
+        .find(|(e, x)| e.key != x.0 || e.kind != x.1)
+        .map_or(*first, |(e, _)| *e);
+    Err((
+        "reordered",
+        wrong,
+        "the events do not follow the changes' order",
+    ))
+}
+
+/// One watch's events carrying their zxids come in zxid order (a persistent watch is given
+/// up at a disconnection, so its events never span a reconnection). Only events of one watch
+/// are compared: each watch hands its events over on a channel of its own, and events of
+/// different watches that are both waiting are taken in no particular order, so the
+/// history does not say which of them came first.
+fn order(report: &mut WatchReport, watch: &Watch) {
+    let mut last: Option<i64> = None;
+    for e in &watch.events {
+        let Some(zxid) = e.op.zxid else { continue };
+        if last.is_some_and(|l| zxid < l) {
+            let what = format!(
+                "{} on {:?} (zxid {zxid}) after an event of zxid {} for watch {}",
+                e.kind,
+                e.key,
+                last.unwrap_or_default(),
+                watch.id
+            );
+            report.note("reordered", watch.class, e.op, what);
+        }
+        last = Some(last.map_or(zxid, |l| l.max(zxid)));
+    }
 }
