@@ -35,6 +35,10 @@
 //!   two watches waiting at once are taken in no set order), and only for events carrying
 //!   their zxid (ZooKeeper 3.9+, keeperd); without them, a persistent stream's order is
 //!   judged by its events' types against its changes'.
+//! - **Reconnections**: a one-shot watch still set when its client reconnects is checked
+//!   again by the server against the state (watch reset, ZOOKEEPER-43): its event then says
+//!   what the state shows (a znode deleted and created again reads as data changed), so
+//!   any change of its znode explains it.
 //! - **Events in flight around a read**: the driver records every event already handed over
 //!   before a read's answer, but the client may hand over events that came after the answer
 //!   before it: such events (recorded while the read was in flight) may be for changes on
@@ -287,6 +291,7 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
     let mut report = WatchReport::default();
     let mut invoked: HashMap<u64, u64> = HashMap::new();
     let mut invoked_index: HashMap<u64, u64> = HashMap::new();
+    let mut sessions: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut changes: Vec<Change> = Vec::new();
     let mut watches: Vec<Watch> = Vec::new();
     let mut by_id: HashMap<u64, usize> = HashMap::new();
@@ -390,6 +395,7 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
                 ));
             }
             ("session", OpType::Ok) => {
+                sessions.entry(process).or_default().push(op.index);
                 if op.value.as_str() == Some("Expired") {
                     ends.entry(process).or_default().expired = true;
                 }
@@ -411,6 +417,7 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
         changes: &changes,
         ends: &ends,
         timeline: &timeline,
+        sessions: &sessions,
     };
     for watch in &watches {
         let end = judge.end_of(watch);
@@ -439,6 +446,8 @@ struct Judge<'h> {
     changes: &'h [Change],
     ends: &'h HashMap<u64, End>,
     timeline: &'h HashMap<u64, Vec<Seen<'h>>>,
+    /// Each process's session state changes (history indices).
+    sessions: &'h HashMap<u64, Vec<u64>>,
 }
 
 impl<'h> Judge<'h> {
@@ -472,9 +481,27 @@ impl<'h> Judge<'h> {
         }
         match watch.events.first() {
             Some(e) => {
-                let cause = of_class.iter().any(|(c, (k, t))| {
+                // Across a reconnection the server re-checks the watch against the state
+                // (watch reset): the event then says what the state shows (a znode deleted
+                // and created again is "data changed"), not which change it was.
+                let reset = self.sessions.get(&watch.process).is_some_and(|s| {
+                    s.iter().any(|&i| i > watch.op.index && i < e.op.index)
+                });
+                let any_kind: Vec<(&Change, (String, &str))> = match reset {
+                    true => self
+                        .changes
+                        .iter()
+                        .filter_map(|c| {
+                            let e = event_of(class, &watch.key, true, c)
+                                .or_else(|| event_of(class, &watch.key, false, c));
+                            e.map(|(k, _)| (c, (k, "")))
+                        })
+                        .collect(),
+                    false => Vec::new(),
+                };
+                let cause = of_class.iter().chain(&any_kind).any(|(c, (k, t))| {
                     *k == e.key
-                        && *t == e.kind
+                        && (*t == e.kind || (reset && t.is_empty()))
                         && c.invoked < e.op.time
                         && match (c.zxid, watch.state) {
                             (Some(z), Some(s)) => z >= s,
