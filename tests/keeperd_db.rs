@@ -326,9 +326,10 @@ fn a_dropped_watch_event_is_caught_as_missed(cluster: &TestCluster) {
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
     let by_class = results["watch"]["by_class"].as_object().unwrap();
     let missed: u64 = by_class.values().filter_map(|k| k["missed"].as_u64()).sum();
-    // One event dropped per server at most: 1 to 3 missed, and nothing called a phantom or
-    // a duplicate.
-    assert!((1..=3).contains(&missed), "{by_class:?}");
+    // One event dropped per server at most, each missed by the watches its connection had on
+    // the znode (a persistent watcher's key and root watches share one event): 1 to 6
+    // missed, and nothing called a phantom or a duplicate.
+    assert!((1..=6).contains(&missed), "{by_class:?}");
     for kinds in by_class.values() {
         assert!(
             kinds.get("phantom").is_none() && kinds.get("duplicate").is_none(),
