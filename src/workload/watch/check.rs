@@ -255,6 +255,9 @@ fn event_of(
     }
 }
 
+/// A change and the event (znode, type) it gives a watch.
+type Caused<'c> = (&'c Change, (String, &'static str));
+
 /// An event as received.
 #[derive(Debug, Clone)]
 struct Event<'a> {
@@ -405,10 +408,10 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
                     watches[w].unwatched = true;
                 }
             }
-            ("close", OpType::Ok) => {
-                if op.value.get("connected").and_then(Value::as_bool) == Some(true) {
-                    ends.entry(process).or_default().connected_close = Some(op.time);
-                }
+            ("close", OpType::Ok)
+                if op.value.get("connected").and_then(Value::as_bool) == Some(true) =>
+            {
+                ends.entry(process).or_default().connected_close = Some(op.time);
             }
             _ => {}
         }
@@ -467,7 +470,7 @@ impl<'h> Judge<'h> {
     /// zxid to compare, invoked after it was set).
     fn oneshot(&self, report: &mut WatchReport, watch: &Watch, end: Option<u64>) {
         let class = watch.class;
-        let of_class: Vec<(&Change, (String, &str))> = self
+        let of_class: Vec<Caused> = self
             .changes
             .iter()
             .filter_map(|c| event_of(class, &watch.key, watch.exists, c).map(|e| (c, e)))
@@ -484,10 +487,11 @@ impl<'h> Judge<'h> {
                 // Across a reconnection the server re-checks the watch against the state
                 // (watch reset): the event then says what the state shows (a znode deleted
                 // and created again is "data changed"), not which change it was.
-                let reset = self.sessions.get(&watch.process).is_some_and(|s| {
-                    s.iter().any(|&i| i > watch.op.index && i < e.op.index)
-                });
-                let any_kind: Vec<(&Change, (String, &str))> = match reset {
+                let reset = self
+                    .sessions
+                    .get(&watch.process)
+                    .is_some_and(|s| s.iter().any(|&i| i > watch.op.index && i < e.op.index));
+                let any_kind: Vec<Caused> = match reset {
                     true => self
                         .changes
                         .iter()
@@ -575,7 +579,7 @@ impl<'h> Judge<'h> {
             .get(&watch.process)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let mut streams: BTreeMap<(String, bool), Vec<(&Change, (String, &str))>> = BTreeMap::new();
+        let mut streams: BTreeMap<(String, bool), Vec<Caused>> = BTreeMap::new();
         for c in self.changes {
             if let Some(e) = event_of(class, &watch.key, true, c) {
                 streams.entry(c.stream()).or_default().push((c, e));
