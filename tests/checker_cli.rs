@@ -551,3 +551,55 @@ fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
     let _ = std::fs::remove_dir_all(&scratch);
     assert_eq!(judged, 7, "every contention fixture");
 }
+
+/// The watch checker on the hand-made runs of `tests/fixtures/watch/` (each folder a run:
+/// `test.yaml`, `history.jsonl`, and a `NOTE` saying what it stands for): `valid-*` exits 0;
+/// `invalid-<kind>-<class>-*` exits 1 with that anomaly counted for that class in
+/// `results.json` and on the verdict line, and nothing else. Judged in a copy: a run folder
+/// is rewritten in place.
+#[test]
+fn watch_runs_are_judged_per_anomaly_class() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/watch");
+    let work = std::env::temp_dir().join(format!("stampede-watch-fixtures-{}", std::process::id()));
+    let mut judged = (0, 0);
+    for case in std::fs::read_dir(&fixtures).unwrap() {
+        let case = case.unwrap().path();
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let dir = work.join(&name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in ["test.yaml", "history.jsonl"] {
+            std::fs::copy(case.join(file), dir.join(file)).unwrap();
+        }
+        let out = stampede(&["check", dir.to_str().unwrap()]);
+        let line = last_line(&out);
+        let results: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+        let by_class = &results["watch"]["by_class"];
+        match name.strip_prefix("invalid-") {
+            None => {
+                assert_eq!(out.status.code(), Some(0), "{name}: {line}");
+                assert!(line.starts_with("verdict: valid"), "{name}: {line}");
+                assert_eq!(by_class, &serde_json::json!({}), "{name}");
+                judged.0 += 1;
+            }
+            Some(rest) => {
+                let mut parts = rest.split('-');
+                let (kind, class) = (parts.next().unwrap(), parts.next().unwrap());
+                assert_eq!(out.status.code(), Some(1), "{name}: {line}");
+                assert!(line.starts_with("verdict: INVALID"), "{name}: {line}");
+                assert!(
+                    line.contains(&format!("({class}: 1 {kind})")),
+                    "{name}: {line}"
+                );
+                assert_eq!(
+                    by_class,
+                    &serde_json::json!({ class: { kind: 1 } }),
+                    "{name}"
+                );
+                judged.1 += 1;
+            }
+        }
+    }
+    std::fs::remove_dir_all(&work).unwrap();
+    assert!(judged.0 >= 8 && judged.1 >= 7, "{judged:?}");
+}

@@ -314,6 +314,54 @@ fn a_follower_serving_a_stale_znode_is_caught(cluster: &TestCluster) {
     });
     assert!(named, "n1's frozen {frozen} is named: {compared}");
 }
+fn a_dropped_watch_event_is_caught_as_missed(cluster: &TestCluster) {
+    // No fault: each server, once, leaves one of its watchers without the first
+    // NodeDataChanged it sends.
+    let args = [
+        "--keeperd-failpoints",
+        "drop-watch-event",
+        "--workload",
+        "watch",
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "8",
+        "--set",
+        "generator.quiet_period=3s",
+    ];
+    let out = run(cluster, failpoints_binary(), &args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a dropped event is found: {}",
+        text(&out)
+    );
+    let verdict = last_line(&out);
+    assert!(
+        verdict.starts_with("verdict: INVALID") && verdict.contains(" missed"),
+        "{verdict}"
+    );
+    let dir = cluster.results_dir(&out);
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    let by_class = results["watch"]["by_class"].as_object().unwrap();
+    let missed: u64 = by_class.values().filter_map(|k| k["missed"].as_u64()).sum();
+    // One event dropped per server at most, each missed by the watches its connection had on
+    // the znode (a persistent watcher's key and root watches share one event): 1 to 6
+    // missed, and nothing called a phantom or a duplicate.
+    assert!((1..=6).contains(&missed), "{by_class:?}");
+    for kinds in by_class.values() {
+        assert!(
+            kinds.get("phantom").is_none() && kinds.get("duplicate").is_none(),
+            "{by_class:?}"
+        );
+    }
+    let dropped = ["n1", "n2", "n3"].iter().any(|n| {
+        std::fs::read_to_string(dir.join(format!("nodes/{n}/keeperd.log")))
+            .is_ok_and(|log| log.contains("failpoint drop-watch-event: "))
+    });
+    assert!(dropped, "a server dropped an event");
+}
 
 fn a_follower_keeping_an_ephemeral_after_its_session_is_caught(cluster: &TestCluster) {
     // No fault: server 1 follows all along and keeps one ephemeral of the first session it
@@ -391,6 +439,10 @@ fn main() {
         (
             "a_follower_keeping_an_ephemeral_after_its_session_is_caught",
             a_follower_keeping_an_ephemeral_after_its_session_is_caught,
+        ),
+        (
+            "a_dropped_watch_event_is_caught_as_missed",
+            a_dropped_watch_event_is_caught_as_missed,
         ),
     ];
     TestCluster::new("stkd", "10.241.12.0/24").run(

@@ -566,6 +566,59 @@ fn a_run_whose_fault_failed_to_start_is_unknown(cluster: &TestCluster) {
     );
     assert!(our_servers(cluster).is_empty(), "torn down");
 }
+/// The watch workload through partitions of the ensemble and kills of a minority (~30 s):
+/// valid, exposed to both, with events received and watches of every class judged, and no
+/// anomaly counted in `results.json`.
+fn watch_stays_valid_through_partitions_and_kills(cluster: &TestCluster) {
+    let package = cluster.work.join("partition-kill.yaml");
+    std::fs::write(
+        &package,
+        "faults:\n  - {kind: partition, target: halves}\n  - {kind: kill, target: minority}\n",
+    )
+    .unwrap();
+    let out = cluster.stampede(&[
+        "test",
+        "--workload",
+        "watch",
+        "--nemesis",
+        &package.display().to_string(),
+        "--time-limit",
+        "20",
+        "--set",
+        "generator.nemesis_interval=3s",
+        "--set",
+        "generator.nemesis_duration=4s",
+        "--set",
+        "generator.quiet_period=6s",
+        "--set",
+        "session.op_timeout=3s",
+    ]);
+    let verdict = last_line(&out);
+    println!("watch: {verdict}");
+    assert_eq!(out.status.code(), Some(0), "watch: {}", text(&out));
+    assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
+    let dir = cluster.results_dir(&out);
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    for fault in ["\"start-partition\"", "\"start-kill\""] {
+        assert!(history.contains(fault), "watch: {fault} happened");
+    }
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    let report = &results["watch"];
+    assert_eq!(report["by_class"], serde_json::json!({}), "{report}");
+    assert!(report["events"].as_u64().unwrap() > 100, "{report}");
+    assert!(report["judged"].as_u64().unwrap() > 10, "{report}");
+    for class in ["data", "exist", "child", "persistent", "recursive"] {
+        assert!(
+            report["watches"][class].as_u64() > Some(0),
+            "{class}: {report}"
+        );
+    }
+    assert!(
+        results["run"]["herd"]["notifications_mean"].as_f64() > Some(0.0),
+        "{results}"
+    );
+}
 
 /// The one keeperd server runs on n1 of the cluster: kills aimed at a minority or at the
 /// leader resolve to it (a standalone server leads), and the verdict says so.
@@ -649,6 +702,10 @@ fn main() {
         (
             "ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills",
             ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills,
+        ),
+        (
+            "watch_stays_valid_through_partitions_and_kills",
+            watch_stays_valid_through_partitions_and_kills,
         ),
         (
             "a_killed_controller_leaves_a_checkable_history",

@@ -897,6 +897,10 @@ impl Core {
             if conns.is_empty() {
                 continue;
             }
+            let mut conns = conns;
+            if kind == event::NODE_DATA_CHANGED && crate::failpoint::drops_watch_event(path, zxid) {
+                conns.pop();
+            }
             let frame = proto::event_frame(zxid, kind, path);
             for c in conns {
                 self.send(c, Out::Event(frame.clone()));

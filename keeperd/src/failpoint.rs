@@ -37,11 +37,15 @@ pub enum Failpoint {
     /// (closed or expired) with ephemerals: it applies the session's end but for that node,
     /// which it serves on, owned by the session that is gone (ZOOKEEPER-4837's kind).
     KeepEphemeral,
+    /// Each server, once, sends the first NodeDataChanged event that has a watcher to all
+    /// its watchers but one: that client's watch is consumed (or its persistent stream goes
+    /// on) without the event.
+    DropWatchEvent,
 }
 
 impl Failpoint {
     /// Every failpoint.
-    pub const ALL: [Failpoint; 7] = [
+    pub const ALL: [Failpoint; 8] = [
         Failpoint::AckBeforeDurable,
         Failpoint::SkipTrunc,
         Failpoint::CommitBeforeQuorum,
@@ -49,6 +53,7 @@ impl Failpoint {
         Failpoint::ForgetOnStart,
         Failpoint::StaleZnode,
         Failpoint::KeepEphemeral,
+        Failpoint::DropWatchEvent,
     ];
 
     /// Its name in the config.
@@ -61,6 +66,7 @@ impl Failpoint {
             Failpoint::ForgetOnStart => "forget-on-start",
             Failpoint::StaleZnode => "stale-znode",
             Failpoint::KeepEphemeral => "keep-ephemeral",
+            Failpoint::DropWatchEvent => "drop-watch-event",
         }
     }
 }
@@ -136,6 +142,18 @@ pub fn keeps_ephemeral(id: u64, path: &str) -> bool {
         tracing::warn!("failpoint keep-ephemeral: {path} is kept after its session ends");
     }
     first
+}
+
+/// Whether this server drops the NodeDataChanged event of `path` at `zxid` for one of its
+/// watchers ([`Failpoint::DropWatchEvent`]): true once, for the first one asked about.
+pub fn drops_watch_event(path: &str, zxid: i64) -> bool {
+    static DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !active(Failpoint::DropWatchEvent) || DROPPED.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        return false;
+    }
+    tracing::warn!("failpoint drop-watch-event: {path} zxid {zxid:#x}: one watcher is not told");
+    true
 }
 
 /// Runs the failpoints due when the server starts, before it recovers from `data_dir`.

@@ -65,6 +65,7 @@ registry! {
     unique_ids,
     bank,
     ephemeral,
+    watch,
 }
 
 /// The workload `stampede test` runs when none is named, and a run folder without
