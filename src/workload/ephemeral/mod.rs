@@ -112,7 +112,7 @@ impl Workload for EphemeralWorkload {
             unread => format!("NOT read after the settle: {}", unread.join(", ")),
         };
         let line = format!(
-            "ephemeral: {} sessions ({} closed, {} cut, {} told they expired), {} ephemerals, {} polls ({} failed), deadline session timeout + slack = {} ms, {settled}; {}",
+            "ephemeral: {} sessions ({} closed, {} cut, {} told they expired), {} ephemerals, {} polls ({} failed, {} stale after sync), deadline session timeout + slack = {} ms, {settled}; {}",
             report.sessions,
             report.closed,
             report.cut,
@@ -120,6 +120,7 @@ impl Workload for EphemeralWorkload {
             report.created,
             report.polls,
             report.polls_failed,
+            report.stale_polls.len(),
             report.deadline_ms,
             report.found.summary(),
         );
