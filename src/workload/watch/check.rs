@@ -292,8 +292,10 @@ struct End {
 /// Checks a watch history.
 pub fn check_watch(ops: &[Op]) -> WatchReport {
     let mut report = WatchReport::default();
-    let mut invoked: HashMap<u64, u64> = HashMap::new();
-    let mut invoked_index: HashMap<u64, u64> = HashMap::new();
+    // Pending invocations per process and operation: a watcher records the events it is
+    // handed while one of its reads is in flight, so a read's invocation is not the process's
+    // latest one when the read completes.
+    let mut invoked: HashMap<(u64, &str), (u64, u64)> = HashMap::new();
     let mut sessions: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut changes: Vec<Change> = Vec::new();
     let mut watches: Vec<Watch> = Vec::new();
@@ -307,11 +309,12 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
             continue;
         };
         if op.kind == OpType::Invoke {
-            invoked.insert(process, op.time);
-            invoked_index.insert(process, op.index);
+            invoked.insert((process, op.f.as_str()), (op.time, op.index));
             continue;
         }
-        let since = invoked.remove(&process).unwrap_or(op.time);
+        let (since, invoked_at) = invoked
+            .remove(&(process, op.f.as_str()))
+            .unwrap_or((op.time, op.index));
         let key = op.key.clone().unwrap_or_default();
         let id = op.value.get("id").and_then(Value::as_u64);
         match (op.f.as_str(), op.kind) {
@@ -388,7 +391,6 @@ pub fn check_watch(ops: &[Op]) -> WatchReport {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 let Some(zxid) = op.zxid else { continue };
-                let invoked_at = invoked_index.get(&process).copied().unwrap_or(op.index);
                 timeline.entry(process).or_default().push(Seen::Read(
                     key,
                     of == "children",

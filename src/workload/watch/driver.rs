@@ -352,6 +352,17 @@ enum Step {
     Retire,
 }
 
+/// Gives up every persistent watch at a disconnection (ZooKeeper may lose their events across
+/// a reconnection, ZOOKEEPER-4698), recording an `unwatch` for each.
+fn give_up_persistent(p: &Proc<'_>, armed: &mut Armed) -> io::Result<()> {
+    for id in std::mem::take(&mut armed.persistent) {
+        p.record(OpType::Invoke, "unwatch", ROOT, json!({"id": id}), None, None)?;
+        p.record(OpType::Ok, "unwatch", ROOT, json!({"id": id}), None, None)?;
+    }
+    armed.events = SelectAll::new();
+    Ok(())
+}
+
 /// A watcher's life: arms its watches, re-arms each one-shot watch after its event, reads now
 /// and then, until `deadline`; then closes its session, recording whether it was connected.
 async fn watch_round(
@@ -372,7 +383,7 @@ async fn watch_round(
         return close(&p, Next::Retire).await;
     }
     let mut tick = tokio::time::interval(shared.cfg.read_every.0);
-    let mut reconnect_rearm = false;
+    let mut given_up = false;
     loop {
         tokio::select! {
             // Session changes first: a persistent watch is given up before any event that
@@ -384,15 +395,16 @@ async fn watch_round(
                 p.record(OpType::Ok, "session", "", json!(name), None, None)?;
                 match changed {
                     SessionState::Disconnected if persistent => {
-                        for id in std::mem::take(&mut armed.persistent) {
-                            p.record(OpType::Invoke, "unwatch", ROOT, json!({"id": id}), None, None)?;
-                            p.record(OpType::Ok, "unwatch", ROOT, json!({"id": id}), None, None)?;
-                        }
-                        armed.events = SelectAll::new();
-                        reconnect_rearm = true;
+                        give_up_persistent(&p, &mut armed)?;
+                        given_up = true;
                     }
-                    SessionState::SyncConnected if reconnect_rearm => {
-                        reconnect_rearm = false;
+                    // The watcher only sees the latest state: a `Disconnected` followed at
+                    // once by `SyncConnected` shows as the `SyncConnected` alone. The loop
+                    // starts connected, so any `SyncConnected` is a reconnection.
+                    SessionState::SyncConnected if persistent => {
+                        if !std::mem::take(&mut given_up) {
+                            give_up_persistent(&p, &mut armed)?;
+                        }
                         if let Step::Retire = arm_persistent(&p, &keys, &mut armed).await? {
                             return close(&p, Next::Retire).await;
                         }
