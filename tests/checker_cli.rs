@@ -357,6 +357,19 @@ fn run_folders(group: &str) -> Vec<(PathBuf, Vec<PathBuf>)> {
         .collect()
 }
 
+/// `stampede check` on a copy of run folder `run` in `scratch` (a check rewrites a results
+/// folder in place), with `files` copied: its output and the `results.json` it wrote.
+fn check_copy(run: &Path, scratch: &Path, files: &[&str]) -> (Output, serde_json::Value) {
+    let copy = scratch.join(run.file_name().unwrap());
+    std::fs::create_dir_all(&copy).unwrap();
+    for file in files {
+        std::fs::copy(run.join(file), copy.join(file)).unwrap();
+    }
+    let out = stampede(&["check", copy.to_str().unwrap()]);
+    let results = std::fs::read(copy.join("results.json")).unwrap();
+    (out, serde_json::from_slice(&results).unwrap())
+}
+
 /// Run folders stampede wrote before its workloads took one shape (`test.yaml` in the first
 /// layout, a section per workload with the session fields in each), one per workload, each
 /// run on a 3-node ZooKeeper under kills: judged again, each `results.json` is the same in
@@ -419,41 +432,30 @@ struct RunCase {
 
 /// Every hand-made run folder.
 fn run_cases() -> Vec<RunCase> {
-    let root = fixtures().parent().unwrap().join("runs");
     let mut cases = Vec::new();
-    for workload in std::fs::read_dir(root).unwrap() {
-        let workload = workload.unwrap().path();
-        if !workload.is_dir() {
-            continue;
-        }
-        for case in std::fs::read_dir(&workload).unwrap() {
-            let dir = case.unwrap().path();
-            if !dir.is_dir() {
-                continue;
-            }
-            let name = dir.file_name().unwrap().to_string_lossy().to_string();
-            let (code, verdict) = match name.split('-').next() {
-                Some("valid") => (0, "valid"),
-                Some("invalid") => (1, "INVALID"),
-                Some("unknown") => (2, "unknown"),
-                _ => panic!("{}: name does not state a verdict", dir.display()),
-            };
-            let anomaly = std::fs::read_to_string(dir.join("anomaly"))
-                .ok()
-                .map(|a| a.trim().to_string());
-            assert_eq!(
-                anomaly.is_some(),
-                code == 1,
-                "{}: anomaly file",
-                dir.display()
-            );
-            cases.push(RunCase {
-                dir,
-                code,
-                verdict,
-                anomaly,
-            });
-        }
+    for dir in run_folders("runs").into_iter().flat_map(|(_, runs)| runs) {
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let (code, verdict) = match name.split('-').next() {
+            Some("valid") => (0, "valid"),
+            Some("invalid") => (1, "INVALID"),
+            Some("unknown") => (2, "unknown"),
+            _ => panic!("{}: name does not state a verdict", dir.display()),
+        };
+        let anomaly = std::fs::read_to_string(dir.join("anomaly"))
+            .ok()
+            .map(|a| a.trim().to_string());
+        assert_eq!(
+            anomaly.is_some(),
+            code == 1,
+            "{}: anomaly file",
+            dir.display()
+        );
+        cases.push(RunCase {
+            dir,
+            code,
+            verdict,
+            anomaly,
+        });
     }
     cases.sort_by(|a, b| a.dir.cmp(&b.dir));
     cases
@@ -468,12 +470,7 @@ fn every_run_fixture_gets_the_verdict_its_name_states() {
     let mut workloads = std::collections::BTreeSet::new();
     let cases = run_cases();
     for case in &cases {
-        let copy = scratch.join(case.dir.file_name().unwrap());
-        std::fs::create_dir_all(&copy).unwrap();
-        for file in ["history.jsonl", "test.yaml"] {
-            std::fs::copy(case.dir.join(file), copy.join(file)).unwrap();
-        }
-        let out = stampede(&["check", copy.to_str().unwrap()]);
+        let (out, results) = check_copy(&case.dir, &scratch, &["history.jsonl", "test.yaml"]);
         let name = case.dir.display();
         let line = last_line(&out);
         assert_eq!(out.status.code(), Some(case.code), "{name}: {line}");
@@ -485,8 +482,6 @@ fn every_run_fixture_gets_the_verdict_its_name_states() {
                 "{name}: no {anomaly} in {line}"
             );
         }
-        let results: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(copy.join("results.json")).unwrap()).unwrap();
         let valid = match case.code {
             0 => serde_json::json!(true),
             1 => serde_json::json!(false),
@@ -494,7 +489,6 @@ fn every_run_fixture_gets_the_verdict_its_name_states() {
         };
         assert_eq!(results["valid"], valid, "{name}");
         workloads.insert(case.dir.parent().unwrap().to_path_buf());
-        std::fs::remove_dir_all(&copy).unwrap();
     }
     let _ = std::fs::remove_dir_all(&scratch);
     assert!(workloads.len() >= 5, "only {workloads:?}");
@@ -517,12 +511,8 @@ fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
         };
         for run in runs {
             let name = run.file_name().unwrap().to_string_lossy().to_string();
-            let copy = scratch.join(&name);
-            std::fs::create_dir_all(&copy).unwrap();
-            for file in ["history.jsonl", "test.yaml", "results.json"] {
-                std::fs::copy(run.join(file), copy.join(file)).unwrap();
-            }
-            let out = stampede(&["check", copy.to_str().unwrap()]);
+            let files = ["history.jsonl", "test.yaml", "results.json"];
+            let (out, results) = check_copy(&run, &scratch, &files);
             let valid = name.starts_with("valid-");
             let (code, verdict) = verdict_of(valid);
             assert_eq!(out.status.code(), Some(code), "{name}: {}", last_line(&out));
@@ -531,8 +521,6 @@ fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
                 "{name}: {}",
                 last_line(&out)
             );
-            let results: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(copy.join("results.json")).unwrap()).unwrap();
             let contention = &results["contention"];
             let counted = contention["counts"][class.0].as_u64().unwrap_or(0);
             match (valid, name.contains("single-node")) {
@@ -559,21 +547,14 @@ fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
 /// is rewritten in place.
 #[test]
 fn watch_runs_are_judged_per_anomaly_class() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/watch");
     let work = std::env::temp_dir().join(format!("stampede-watch-fixtures-{}", std::process::id()));
     let mut judged = (0, 0);
-    for case in std::fs::read_dir(&fixtures).unwrap() {
+    let root = fixtures().parent().unwrap().join("watch");
+    for case in std::fs::read_dir(&root).unwrap() {
         let case = case.unwrap().path();
         let name = case.file_name().unwrap().to_string_lossy().to_string();
-        let dir = work.join(&name);
-        std::fs::create_dir_all(&dir).unwrap();
-        for file in ["test.yaml", "history.jsonl"] {
-            std::fs::copy(case.join(file), dir.join(file)).unwrap();
-        }
-        let out = stampede(&["check", dir.to_str().unwrap()]);
+        let (out, results) = check_copy(&case, &work, &["test.yaml", "history.jsonl"]);
         let line = last_line(&out);
-        let results: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
         let by_class = &results["watch"]["by_class"];
         match name.strip_prefix("invalid-") {
             None => {
