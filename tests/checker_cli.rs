@@ -498,7 +498,7 @@ fn every_run_fixture_gets_the_verdict_its_name_states() {
 /// The contention fixtures (`tests/fixtures/contention/`, see its README): each run folder,
 /// judged again, gets the verdict its name states, with the anomaly class its case names
 /// (`passed-over`, `starved`) counted in `results.json`; the unfair lock's starved waits are a
-/// figure; and every judged run reports its queue positions.
+/// figure; and every judged run, lock or election, reports its queue positions.
 #[test]
 fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
     let scratch = std::env::temp_dir().join(format!("stampede-contention-{}", std::process::id()));
@@ -506,7 +506,7 @@ fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
     for (case, runs) in run_folders("contention") {
         let class = match case.file_name().unwrap().to_str().unwrap() {
             "passed-over" => ("passed-over", 1),
-            "starved-fair" => ("starved", 1),
+            "starved-fair" | "election-starved" => ("starved", 1),
             _ => ("starved", 3),
         };
         for run in runs {
@@ -537,7 +537,7 @@ fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    assert_eq!(judged, 7, "every contention fixture");
+    assert_eq!(judged, 9, "every contention fixture");
 }
 
 /// The watch checker on the hand-made runs of `tests/fixtures/watch/` (each folder a run:

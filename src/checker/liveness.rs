@@ -45,8 +45,8 @@ pub struct Stall {
     pub duration_ns: u64,
     /// It lasted to the end of the history.
     pub open_ended: bool,
-    /// The processes waiting when it began (contenders; empty for an election, whose
-    /// campaigns are not recorded).
+    /// The processes waiting when it began (contenders, candidates; empty for an election
+    /// history that does not record campaigns).
     pub waiting: Vec<u64>,
     /// The nodes those processes were connected to.
     pub nodes: Vec<String>,
@@ -107,12 +107,7 @@ pub fn check_lock(ops: &[Op], options: LivenessOptions) -> LivenessReport {
             }
             continue;
         }
-        waits.push(Wait {
-            process,
-            node: invoke.node.clone(),
-            begin: invoke.time,
-            end: finished,
-        });
+        waits.push(wait(invoke, completion, end));
         if completion.is_some_and(|c| c.kind == OpType::Ok) {
             holding.insert(process, busy.len());
             busy.push((finished, end));
@@ -122,13 +117,23 @@ pub fn check_lock(ops: &[Op], options: LivenessOptions) -> LivenessReport {
 }
 
 /// Judges an election history (`lead` operations, one per term in office): stalls are
-/// stretches with nobody in office, while the candidates campaign throughout.
+/// stretches with nobody in office while a candidate campaigns (a `campaign` pending). A
+/// history that does not record campaigns (older runs) is judged as if the candidates
+/// campaigned throughout, and its stalls name no one.
 pub fn check_election(ops: &[Op], options: LivenessOptions) -> LivenessReport {
     let end = history_end(ops);
     let busy = calls(ops, &["lead"])
         .into_iter()
         .map(|(invoke, completion)| (invoke.time, completion.map_or(end, |c| c.time)))
         .collect();
+    let campaigns = calls(ops, &["campaign"]);
+    if !campaigns.is_empty() {
+        let waits = campaigns
+            .into_iter()
+            .map(|(invoke, completion)| wait(invoke, completion, end))
+            .collect();
+        return judge(ops, Activity { busy, waits }, options);
+    }
     let start = ops.first().map_or(0, |o| o.time);
     let waits = vec![Wait {
         process: 0,
@@ -142,6 +147,16 @@ pub fn check_election(ops: &[Op], options: LivenessOptions) -> LivenessReport {
         stall.nodes.clear();
     }
     report
+}
+
+/// The wait of the call `invoke` (until its completion, or the history's `end`).
+fn wait(invoke: &Op, completion: Option<&Op>, end: u64) -> Wait {
+    Wait {
+        process: client(invoke.process),
+        node: invoke.node.clone(),
+        begin: invoke.time,
+        end: completion.map_or(end, |c| c.time),
+    }
 }
 
 fn history_end(ops: &[Op]) -> u64 {
@@ -391,20 +406,39 @@ mod tests {
 
     #[test]
     fn an_empty_office_is_a_stall_and_terms_in_turn_are_live() {
-        use OpType::*;
-        let terms = |gap: u64| {
-            vec![
-                op(0, Invoke, c(1), "lead"),
-                op(100, Ok, c(1), "lead"),
-                op(100 + gap, Invoke, c(2), "lead"),
-                op(3000, Ok, c(2), "lead"),
-            ]
-        };
+        let terms = |gap: u64| [call(1, "lead", 0, 100), call(2, "lead", 100 + gap, 3000)].concat();
         let live = check_election(&terms(5), options());
         assert!(live.valid, "{live:?}");
         let stalled = check_election(&terms(900), options());
         assert_eq!(stalled.stalls.len(), 1, "{stalled:?}");
         assert_eq!(stalled.stalls[0].duration_ns, 900 * MS);
         assert!(stalled.stalls[0].waiting.is_empty());
+    }
+
+    /// `process` calls `f` from `from_ms` to `to_ms`, completing `ok`.
+    fn call(process: u64, f: &str, from_ms: u64, to_ms: u64) -> Vec<Op> {
+        let invoke = op(from_ms, OpType::Invoke, c(process), f);
+        vec![invoke, op(to_ms, OpType::Ok, c(process), f)]
+    }
+
+    #[test]
+    fn recorded_campaigns_name_the_waiting_candidates_and_an_office_nobody_wants_is_no_stall() {
+        let terms = |campaign_from: u64| {
+            [
+                call(1, "campaign", 0, 0),
+                call(1, "lead", 0, 100),
+                call(2, "campaign", campaign_from, 1000),
+                call(2, "lead", 1000, 3000),
+            ]
+            .concat()
+        };
+        let stalled = check_election(&terms(200), options());
+        assert_eq!(stalled.stalls.len(), 1, "{stalled:?}");
+        let stall = &stalled.stalls[0];
+        assert_eq!((stall.at_ns, stall.duration_ns), (200 * MS, 800 * MS));
+        assert_eq!(stall.waiting, [2]);
+        assert_eq!(stall.nodes, ["n1"]);
+        let unwanted = check_election(&terms(700), options());
+        assert!(unwanted.valid, "2 campaigned 300 ms: {unwanted:?}");
     }
 }

@@ -1,22 +1,22 @@
 //! Runs the candidates of an election workload: each process slot loops campaign → serve a
 //! tenure as leader → resign → pause until the time limit, one ZooKeeper session per process,
-//! marking each term in office on the controller's record (`lead` operations, see
-//! [`super::office`]).
+//! marking each campaign and each term in office on the controller's record (`campaign` and
+//! `lead` operations, see [`super::office`]).
 //!
 //! A leader leaves office before it deletes its nodes, so the recorded term never outlasts the
 //! leadership ZooKeeper granted it, unless the leader's session lost it first: then the
 //! `on_disconnect` policy decides when the leader notices, and the term ends `info`. A process
 //! is retired (its session closed) after a campaign that failed, a term that ended `info`, or
-//! a resignation that did not go through. A campaign or resignation whose answer proved
-//! acknowledged znodes gone is recorded as a `campaign` / `resign` operation that failed with
-//! the fact (`lost: …`).
+//! a resignation that did not go through. A campaign whose answer proved acknowledged znodes
+//! gone fails with the fact (`lost: …`) as its error, and so does a `resign` operation
+//! recorded for a resignation that did.
 
 use std::io;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::office::Office;
+use super::office::{Campaign, Office};
 use super::recipe::Recipe;
 use super::ElectionConfig;
 use crate::client::{OpError, Session};
@@ -66,13 +66,14 @@ pub struct Candidates {
 }
 
 impl Candidates {
-    /// Notes that `session`'s process failed to `f` (`campaign`, `resign`) with `e`; an
-    /// answer that proved acknowledged znodes gone goes on the record as a fact.
-    fn failed(&self, session: &Session, f: &str, e: OpError) -> io::Result<()> {
-        tracing::debug!(process = session.process, "{f}: {e}");
+    /// Notes that `session`'s process failed to resign with `e`; an answer that proved
+    /// acknowledged znodes gone goes on the record as a fact.
+    fn resign_failed(&self, session: &Session, e: OpError) -> io::Result<()> {
+        tracing::debug!(process = session.process, "resign: {e}");
         if let OpError::Lost(_) = e {
             let node = session.node.clone();
-            self.office.lost(session.process, f, e.to_string(), node)?;
+            self.office
+                .lost(session.process, "resign", e.to_string(), node)?;
         }
         Ok(())
     }
@@ -115,20 +116,26 @@ impl Rounds for Candidates {
     async fn round(&self, turn: Turn<'_, Tally>) -> io::Result<Next> {
         let (session, stop, tally) = (turn.session, turn.stop, turn.tally);
         let identity = session.process.to_string();
+        let campaign = Campaign::begin(&self.office, session.process, session.node.clone())?;
         let mut req = turn.processes.requests();
-        let campaign = tokio::select! {
+        let won = tokio::select! {
             biased;
-            _ = ended(stop, turn.deadline) => return Ok(Next::End),
+            _ = ended(stop, turn.deadline) => {
+                campaign.abandoned()?;
+                return Ok(Next::End);
+            }
             c = self.recipe.campaign(&session.client, &identity, &mut req) => c,
         };
-        let won = match campaign {
+        let won = match won {
             Ok(won) => won,
             Err(e) => {
-                self.failed(session, "campaign", e)?;
+                tracing::debug!(process = session.process, "campaign: {e}");
+                campaign.failed(&e)?;
                 tally.campaign_failed += 1;
                 return Ok(Next::Retire);
             }
         };
+        campaign.won(won.token)?;
         let office = &self.office;
         office.take(session.process, won.token, session.node.clone())?;
         tally.terms += 1;
@@ -154,7 +161,7 @@ impl Rounds for Candidates {
                 Ok(Next::Again)
             }
             Err(e) => {
-                self.failed(session, "resign", e)?;
+                self.resign_failed(session, e)?;
                 tally.resign_failed += 1;
                 Ok(Next::Retire)
             }

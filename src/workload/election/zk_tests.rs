@@ -70,6 +70,9 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
             order.valid,
             "{name}: office taken out of line order: {order:?}"
         );
+        // Every campaign was recorded: its wait is a queue position.
+        let campaigns = order.positions.values().sum::<u64>();
+        assert!(campaigns >= verdict.terms, "{name}: {order:?}");
         assert_eq!(summary.own.max_in_office, 1, "{name}: {summary:?}");
         assert_eq!(verdict.terms, summary.own.terms, "{name}");
         assert!(verdict.terms_per_leader.len() >= 3, "{name}: {verdict:?}");

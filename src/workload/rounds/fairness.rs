@@ -2,10 +2,11 @@
 //! newcomer found ahead of it (the queue positions seen), waiters passed over, and waiters
 //! starved.
 //!
-//! - **Queue position**: when a contender invokes `acquire`, the other processes then waiting
-//!   (an `acquire` invoked and not completed) or holding (an `acquire` ok whose `release` has
-//!   not completed). 0 is a free lock, 1 a newcomer that found only the holder (or one waiter)
-//!   ahead, `contenders − 1` a queue of all.
+//! - **Queue position**: when a contender invokes `acquire` (a candidate `campaign`), the other
+//!   processes then waiting (an `acquire` or `campaign` invoked and not completed) or holding
+//!   (an `acquire` ok whose `release` has not completed; a `lead` term not ended). 0 is a free
+//!   lock (an empty office), 1 a newcomer that found only the holder (or one waiter) ahead,
+//!   `contenders − 1` a queue of all.
 //! - **Passed over** (`passed-over`, fair recipes): a grant whose token (the czxid of the
 //!   contender's sequential node, so its place in line) is below that of a grant recorded
 //!   before it. The earlier node existed from its creation until its own grant (ZooKeeper
@@ -13,7 +14,7 @@
 //!   node's owner was granted while a node ahead of it was still waiting: the order of the
 //!   sequential nodes was not kept.
 //! - **Starved** (`starved` in the fair recipes, a figure in the unfair ones): one wait that
-//!   saw more grants to others than the threshold ([`Contention::starved_after`]
+//!   saw more grants to others (`acquire` ok, `lead` taken) than the threshold ([`Contention::starved_after`]
 //!   (super::Contention)). A wait that ended in an error is not judged: its session may have
 //!   lost its place in line without the client knowing yet. A wait that ended ok, was
 //!   abandoned at the end of the run (`abandoned: …`), or never ended is.
@@ -34,7 +35,7 @@ pub struct ContentionReport {
     /// Whether the recipe promises order (then passed-over and starved waiters are anomalies).
     pub fair: bool,
     /// Contenders found ahead on arrival → how often (empty when the history does not record
-    /// the waits, as the election's does not).
+    /// the waits, as elections recorded before campaigns were did not).
     pub positions: BTreeMap<usize, u64>,
     /// Hand-offs one wait may see before its contender counts as starved.
     pub starved_after: u64,
@@ -156,9 +157,46 @@ fn token(value: &serde_json::Value) -> Option<i64> {
     value.as_i64().or_else(|| value.get("token")?.as_i64())
 }
 
+/// How a recipe's history names the steps the contention is judged on.
+struct Steps {
+    /// The function of a wait: its invocation joins the line, its completion leaves it.
+    wait: &'static str,
+    /// The operation that grants the lock or the office (its value carries the token).
+    grant: (&'static str, OpType),
+    /// The function whose completion gives the lock or the office back.
+    give_back: &'static str,
+}
+
+/// The lock's steps: `acquire` waits and is granted `ok` with the token, `release` gives back.
+const LOCK: Steps = Steps {
+    wait: "acquire",
+    grant: ("acquire", OpType::Ok),
+    give_back: "release",
+};
+
+/// The election's steps: `campaign` waits, a `lead` invocation takes office with
+/// `{"token": n}`, its completion leaves office.
+const ELECTION: Steps = Steps {
+    wait: "campaign",
+    grant: ("lead", OpType::Invoke),
+    give_back: "lead",
+};
+
 /// Judges a lock history (`acquire` ok values are the tokens): positions, passed-over grants
 /// when `fair`, and waits past `starved_after` hand-offs.
 pub fn judge_lock(ops: &[Op], fair: bool, starved_after: u64) -> ContentionReport {
+    contention_of(ops, &LOCK, fair, starved_after)
+}
+
+/// Judges an election history: positions and starved waits from its `campaign` operations,
+/// and the order of taking office (`lead` invocations carry `{"token": n}`) when `fair`. A
+/// history that does not record campaigns (older runs) shows no positions and no starved waits.
+pub fn judge_terms(ops: &[Op], fair: bool, starved_after: u64) -> ContentionReport {
+    contention_of(ops, &ELECTION, fair, starved_after)
+}
+
+/// Judges the contention of a history whose steps are named as `steps` say.
+fn contention_of(ops: &[Op], steps: &Steps, fair: bool, starved_after: u64) -> ContentionReport {
     let mut judge = Judge::new(fair, starved_after);
     let mut waits: HashMap<u64, Wait> = HashMap::new();
     let mut holding: HashMap<u64, bool> = HashMap::new();
@@ -166,38 +204,40 @@ pub fn judge_lock(ops: &[Op], fair: bool, starved_after: u64) -> ContentionRepor
         let Process::Client(process) = op.process else {
             continue;
         };
-        match (op.f.as_str(), op.kind) {
-            ("acquire", OpType::Invoke) => {
-                let ahead = waits.len() + holding.values().filter(|h| **h).count();
-                *judge.report.positions.entry(ahead).or_default() += 1;
-                waits.insert(process, Wait { handoffs: 0 });
-            }
-            ("acquire", OpType::Ok) => {
-                for (_, wait) in waits.iter_mut().filter(|(p, _)| **p != process) {
-                    wait.handoffs += 1;
+        let f = op.f.as_str();
+        if f == steps.wait {
+            match op.kind {
+                OpType::Invoke => {
+                    let ahead = waits.len() + holding.values().filter(|h| **h).count();
+                    *judge.report.positions.entry(ahead).or_default() += 1;
+                    waits.insert(process, Wait { handoffs: 0 });
                 }
-                if let Some(wait) = waits.remove(&process) {
-                    judge.waited(op, process, &wait);
-                }
-                judge.granted(op, process, token(&op.value));
-                holding.insert(process, true);
-            }
-            ("acquire", _) => {
-                let abandoned = op
-                    .error
-                    .as_deref()
-                    .is_some_and(|e| e.starts_with("abandoned"));
-                if let Some(wait) = waits.remove(&process) {
-                    if abandoned {
+                OpType::Ok => {
+                    if let Some(wait) = waits.remove(&process) {
                         judge.waited(op, process, &wait);
                     }
                 }
+                _ => {
+                    let abandoned = op
+                        .error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("abandoned"));
+                    if let Some(wait) = waits.remove(&process) {
+                        if abandoned {
+                            judge.waited(op, process, &wait);
+                        }
+                    }
+                }
             }
-            ("release", OpType::Invoke) => {}
-            ("release", _) => {
-                holding.insert(process, false);
+        }
+        if (f, op.kind) == steps.grant {
+            for (_, wait) in waits.iter_mut().filter(|(p, _)| **p != process) {
+                wait.handoffs += 1;
             }
-            _ => {}
+            judge.granted(op, process, token(&op.value));
+            holding.insert(process, true);
+        } else if f == steps.give_back && op.kind != OpType::Invoke {
+            holding.insert(process, false);
         }
     }
     if let Some(last) = ops.last() {
@@ -205,21 +245,6 @@ pub fn judge_lock(ops: &[Op], fair: bool, starved_after: u64) -> ContentionRepor
         open.sort_by_key(|(p, _)| *p);
         for (process, wait) in open {
             judge.waited(last, process, &wait);
-        }
-    }
-    judge.done()
-}
-
-/// Judges the terms of an election history (`lead` invocations carry `{"token": n}`): the
-/// order of taking office when `fair`. Its history does not record campaigns, so neither
-/// positions nor starved waits can be told.
-pub fn judge_terms(ops: &[Op], fair: bool, starved_after: u64) -> ContentionReport {
-    let mut judge = Judge::new(fair, starved_after);
-    for op in ops {
-        if let (Process::Client(process), "lead", OpType::Invoke) =
-            (op.process, op.f.as_str(), op.kind)
-        {
-            judge.granted(op, process, token(&op.value));
         }
     }
     judge.done()
@@ -308,5 +333,41 @@ mod tests {
             judge_lock(&history(&ops), true, 4).valid,
             "at the threshold"
         );
+    }
+
+    /// `process` campaigns; `won` completes the campaign and takes office with `token`.
+    fn campaign(process: u64) -> Op {
+        invoke(process, "campaign", "null")
+    }
+
+    fn term(process: u64, token: i64) -> Vec<Op> {
+        let won = format!("{{\"token\": {token}}}");
+        vec![
+            complete(process, "ok", "campaign", &won),
+            invoke(process, "lead", &won),
+            complete(process, "ok", "lead", &won),
+        ]
+    }
+
+    #[test]
+    fn campaigns_give_an_election_positions_and_starved_waits() {
+        let mut ops = vec![campaign(1)]; // an empty office: 0
+        ops.extend(term(1, 10));
+        ops.push(campaign(4)); // nobody in office: 0, then waits through 1's terms
+        for token in 0..3 {
+            ops.push(campaign(1)); // 4 waiting: 1
+            ops.extend(term(1, 11 + token));
+        }
+        ops.push(campaign(2)); // behind 4: 1
+        ops.extend(term(2, 20));
+        ops.push(complete(4, "ok", "campaign", "{\"token\": 5}"));
+        let r = judge_terms(&history(&ops), true, 3);
+        assert_eq!(r.positions, BTreeMap::from([(0, 2), (1, 4)]), "{r:?}");
+        let starved = r.found.only(STARVED);
+        assert_eq!(starved.process, 4);
+        assert!(starved.what.contains("4 hand-offs"), "{starved:?}");
+        assert!(!r.valid);
+        let unfair = judge_terms(&history(&ops), false, 3);
+        assert!(unfair.valid && unfair.starved == 1, "a figure: {unfair:?}");
     }
 }
