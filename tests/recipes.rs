@@ -207,12 +207,24 @@ fn isolating_the_holder_catches_keep_but_not_assume_lost(cluster: &TestCluster) 
             "lock.contention.stagger=false",
         ]
     };
-    let (code, verdict, results, _) = recipe_test(
-        cluster,
-        "lock-sequential",
-        &nemesis,
-        &sets("lock.on_disconnect=keep"),
-    );
+    // The overlap is a race the ensemble usually wins: the next contender is granted once the
+    // leader expires the cut session, and the keep holder stops when its client declares the
+    // session expired on its own (about a session timeout after losing its server). Seen 2 to
+    // 9 s apart; when a loaded machine slows the ensemble's side past the client's, one run
+    // shows no overlap, so the holder gets a second run to be caught in.
+    let keep = || {
+        recipe_test(
+            cluster,
+            "lock-sequential",
+            &nemesis,
+            &sets("lock.on_disconnect=keep"),
+        )
+    };
+    let (mut code, mut verdict, mut results, _) = keep();
+    if code == Some(0) {
+        println!("keep, no overlap this time: {verdict}");
+        (code, verdict, results, _) = keep();
+    }
     assert_eq!(code, Some(1), "keep overlaps: {verdict}");
     let overlaps = results["lock"]["mutual_exclusion"]["overlaps"]
         .as_array()
