@@ -105,10 +105,10 @@ impl BarrierConfig {
         }
         self.contention.validate("barrier")?;
         if self.contention.starved_after.is_some() {
-            return Err(
-                "barrier.contention.starved_after does not apply: nobody waits for a turn at a barrier"
-                    .into(),
-            );
+            let what = "nobody waits for a turn at a barrier";
+            return Err(format!(
+                "barrier.contention.starved_after does not apply: {what}"
+            ));
         }
         let late = self.latest_arrival();
         if late >= self.wait_timeout.0 {

@@ -2,9 +2,9 @@
 //! pause between them, the others dequeue, one ZooKeeper session per process, until the time
 //! limit; then, with every fault healed, the consumer slots drain the queue until they find
 //! it empty or the drain timeout passes. Staggered (the section's `contention`), the slots of
-//! the main phase join at random times, pause a random time between operations (consumers
-//! too), and now and then leave: the process closes its session and a new one comes back
-//! after a while. The drain is not staggered.
+//! the main phase join at random times and pause a random time between operations
+//! (consumers too), and consumers now and then leave: the process closes its session and a
+//! new one comes back after a while. The drain is not staggered.
 //!
 //! History conventions: `enqueue` invoke value = the value (unique in the run), completed
 //! `ok` (the value's node was created; `zxid` its czxid), `fail` or `info`. `dequeue` invoke
@@ -32,6 +32,7 @@ use super::QueueConfig;
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
 use crate::generator::{self, ended, GeneratorConfig, Healed, Next, Slot, Target};
 use crate::history::{Meta, OpType, Process, Recorder};
+use crate::workload::rounds::Contention;
 use crate::workload::{HerdMeter, HerdStats, Requests};
 
 /// What a queue run did.
@@ -260,7 +261,7 @@ async fn phase(
 }
 
 /// One slot's loop in `phase`; fails only if the history cannot be written. In the main
-/// phase the slot joins, pauses and leaves as the queue's contention says.
+/// phase the slot joins, pauses and (a consumer) leaves as the queue's contention says.
 async fn run_slot(
     shared: &Shared,
     slot: usize,
@@ -270,7 +271,16 @@ async fn run_slot(
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<Tally> {
     let mut tally = Tally::default();
-    let (contention, pause) = (&shared.cfg.contention, shared.cfg.pause.0);
+    let pause = shared.cfg.pause.0;
+    // Only consumers leave: the positions are theirs, and a producer's session is no place
+    // in any line.
+    let contention = &match role {
+        Role::Producer => Contention {
+            leave_percent: 0,
+            ..shared.cfg.contention.clone()
+        },
+        Role::Consumer => shared.cfg.contention.clone(),
+    };
     let staggered = phase == Phase::Main && contention.stagger;
     if staggered && !contention.join(&mut stop, deadline).await {
         return Ok(tally);

@@ -32,9 +32,9 @@ pub struct QueueConfig {
     pub pause: Duration,
     /// After the time limit and the heal, how long consumers may take to empty the queue.
     pub drain_timeout: Duration,
-    /// How producers and consumers come and go in the main phase (the drain is not
-    /// staggered), and when a dequeue counts as starved (a figure: the recipe promises no
-    /// fairness among consumers).
+    /// How producers and consumers come and go in the main phase (only consumers leave; the
+    /// drain is not staggered), and when a dequeue counts as starved (a figure: the recipe
+    /// promises no fairness among consumers).
     pub contention: Contention,
 }
 
