@@ -356,14 +356,7 @@ enum Step {
 /// a reconnection, ZOOKEEPER-4698), recording an `unwatch` for each.
 fn give_up_persistent(p: &Proc<'_>, armed: &mut Armed) -> io::Result<()> {
     for id in std::mem::take(&mut armed.persistent) {
-        p.record(
-            OpType::Invoke,
-            "unwatch",
-            ROOT,
-            json!({"id": id}),
-            None,
-            None,
-        )?;
+        p.record(OpType::Invoke, "unwatch", ROOT, json!({"id": id}), None, None)?;
         p.record(OpType::Ok, "unwatch", ROOT, json!({"id": id}), None, None)?;
     }
     armed.events = SelectAll::new();
