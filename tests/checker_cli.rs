@@ -374,9 +374,10 @@ fn check_copy(run: &Path, scratch: &Path, files: &[&str]) -> (Output, serde_json
 /// layout, a section per workload with the session fields in each), one per workload, each
 /// run on a 3-node ZooKeeper under kills: judged again, each `results.json` is the same in
 /// every field — verdict, verdict line, exposure, the checkers' reports, the run's summary
-/// and the figures — but the time the checkers took (the stored results of the lock and
-/// election runs were judged again once the contention report joined them: the only change
-/// was that report, added, all valid).
+/// and the figures — but the time the checkers took (the stored results of the lock,
+/// election, queue and barrier runs were judged again once the contention report joined
+/// them: the only change was that report, added to `results.json` and the verdict line, all
+/// valid).
 #[test]
 fn runs_written_before_the_redesign_are_judged_the_same() {
     let scratch = std::env::temp_dir().join(format!("stampede-before-{}", std::process::id()));

@@ -76,14 +76,28 @@ fn every_recipe_is_safe_and_live_without_faults(cluster: &TestCluster) {
                 let queue = &results["queue"];
                 assert!(queue["drained"].as_bool().unwrap(), "{workload}: {queue}");
                 assert!(run["enqueued"].as_u64().unwrap() > 10, "{workload}: {run}");
+                let contention = &results["contention"];
+                assert_eq!(contention["valid"], true, "{workload}: {contention}");
+                assert_positions_vary(workload, &results);
             }
             _ => {
                 let barrier = &results["barrier"];
                 let completed = barrier["rounds_completed"].as_u64().unwrap();
                 assert!(completed > 2, "{workload}: {barrier}");
+                assert_positions_vary(workload, &results);
             }
         }
     }
+}
+
+/// The shipped file staggers the processes: results.json reports more than one queue
+/// position seen (the queue's dequeues racing none, some or all of the other consumers; the
+/// barrier's arrivals first, in between and last in their rounds).
+fn assert_positions_vary(workload: &str, results: &Value) {
+    let contention = &results["contention"];
+    println!("{workload}: positions seen {}", contention["positions"]);
+    let positions = contention["positions"].as_object().unwrap();
+    assert!(positions.len() > 1, "{workload}: {contention}");
 }
 
 /// The liveness checker judged the run and found no stall.

@@ -18,6 +18,7 @@ mod herd;
 mod keys;
 mod on_disconnect;
 mod paced;
+mod positions;
 mod requests;
 mod rounds;
 mod session;

@@ -1,6 +1,7 @@
 //! Runs the processes of a barrier workload: each process slot loops wait a moment → enter a
-//! round → work → leave until the time limit, one ZooKeeper session per process, recording
-//! `enter` and `leave` operations into the history as they happen.
+//! round → work → leave (→ pause or, staggered, now and then leave: a new process takes the
+//! slot) until the time limit, one ZooKeeper session per process, recording `enter` and
+//! `leave` operations into the history as they happen.
 //!
 //! History conventions: `enter` and `leave` carry the round number as value (invocation and
 //! completion) and `round-<k>` as key; `ok` when the process passed that barrier, `info` when
@@ -157,7 +158,8 @@ pub(super) async fn drive(
     })
 }
 
-/// One process slot's loop; fails only if the history cannot be written.
+/// One process slot's loop, joining, pausing and leaving as the section's contention says;
+/// fails only if the history cannot be written.
 async fn go_through(
     shared: &Shared,
     slot: usize,
@@ -165,6 +167,10 @@ async fn go_through(
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<Tally> {
     let mut tally = Tally::default();
+    let contention = &shared.cfg.contention;
+    if !contention.join(&mut stop, deadline).await {
+        return Ok(tally);
+    }
     let mut session: Option<Session> = None;
     // The slot's own next round (see the module doc of `super`).
     let mut next = 0;
@@ -177,7 +183,16 @@ async fn go_through(
         };
         let round = next.max(shared.open.load(Ordering::SeqCst));
         match go_once(shared, current, round, deadline, &mut stop, &mut tally).await? {
-            Round::Passed => next = round + 1,
+            Round::Passed => {
+                next = round + 1;
+                // Staggered: a random pause, or leaving (a new process comes back).
+                if contention
+                    .after_round(shared.cfg.spread.0, &mut stop, deadline)
+                    .await
+                {
+                    session = None;
+                }
+            }
             Round::Retire => {
                 next = round;
                 session = None;

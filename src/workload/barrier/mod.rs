@@ -28,7 +28,20 @@
 //! from waiting alone in a round the others reach only after it gave up (which could go on
 //! round after round). With a smaller threshold a slow slot catches up with the open round
 //! instead of trailing behind.
+//!
+//! # Contention
+//!
+//! Staggered (the section's `contention`), each slot joins at a random time, pauses a random
+//! time after each round it passed (in addition to `spread`), and now and then leaves after a
+//! round: its process closes its session and a new one comes back after a while. Leaving is
+//! safe with the default threshold (every slot): the slot left after passing `leave` of round
+//! `k`, so nobody can pass `enter` of `k + 1` without it; the others wait there, and its
+//! replacement joins `k + 1` (its slot's next round, which is also the open one) and
+//! completes it. They wait at most the time the slot is away plus its spread, which
+//! [`BarrierConfig::validate`] keeps below `wait_timeout`, so nobody gives up waiting for a
+//! slot that is merely away.
 
+mod arrivals;
 mod check;
 pub mod driver;
 mod recipe;
@@ -39,6 +52,7 @@ mod zk_tests;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Duration;
+use crate::workload::rounds::Contention;
 
 pub use workload::ENTRY;
 
@@ -57,6 +71,9 @@ pub struct BarrierConfig {
     /// The longest an `enter` or `leave` may wait; then it ends `info` and the process is
     /// retired.
     pub wait_timeout: Duration,
+    /// How processes come and go: staggered, a random first join, a random pause in `[0, 2 ×
+    /// spread]` after each round, and leaving after a round.
+    pub contention: Contention,
 }
 
 impl Default for BarrierConfig {
@@ -67,6 +84,7 @@ impl Default for BarrierConfig {
             work: ms(100),
             spread: ms(100),
             wait_timeout: ms(20000),
+            contention: Contention::default(),
         }
     }
 }
@@ -85,7 +103,34 @@ impl BarrierConfig {
         if self.wait_timeout.0.is_zero() {
             return Err("barrier.wait_timeout must be above 0".into());
         }
+        self.contention.validate("barrier")?;
+        if self.contention.starved_after.is_some() {
+            let what = "nobody waits for a turn at a barrier";
+            return Err(format!(
+                "barrier.contention.starved_after does not apply: {what}"
+            ));
+        }
+        let late = self.latest_arrival();
+        if late >= self.wait_timeout.0 {
+            return Err(format!(
+                "barrier.contention: a staggered process may reach a round up to {} ms after \
+                 the others (max(join_within, 2 x away) + spread), which must be below \
+                 barrier.wait_timeout ({} ms), or the others give up waiting for it",
+                late.as_millis(),
+                self.wait_timeout.0.as_millis()
+            ));
+        }
         Ok(())
+    }
+
+    /// How much later than the others a staggered process may reach a round: after its first
+    /// join, or back from leaving, plus its spread before entering (zero unstaggered).
+    fn latest_arrival(&self) -> std::time::Duration {
+        let c = &self.contention;
+        match c.stagger {
+            true => c.join_within.0.max(c.away.0 * 2) + self.spread.0,
+            false => std::time::Duration::ZERO,
+        }
     }
 
     /// The number of processes that must enter before the barrier opens, in a run of
@@ -101,6 +146,7 @@ impl BarrierConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::test_runs::ms;
     use crate::workload::WorkloadFile;
 
     #[test]
@@ -144,6 +190,30 @@ mod tests {
         assert_eq!(
             cfg.validate(5).unwrap_err(),
             "barrier.wait_timeout must be above 0"
+        );
+        let mut away = BarrierConfig {
+            wait_timeout: ms(2000),
+            ..BarrierConfig::default()
+        };
+        away.contention.join_within = ms(1000);
+        away.contention.away = ms(1000);
+        let err = away.validate(5).unwrap_err();
+        assert!(
+            err.starts_with(
+                "barrier.contention: a staggered process may reach a round up to 2100 ms"
+            ),
+            "{err}"
+        );
+        away.contention.away = ms(900);
+        assert!(away.validate(5).is_ok(), "1800 + 100 ms late");
+        away.contention.stagger = false;
+        away.contention.away = ms(5000);
+        assert!(away.validate(5).is_ok(), "unstaggered, nobody is late");
+        away.contention.starved_after = Some(3);
+        let err = away.validate(5).unwrap_err();
+        assert!(
+            err.starts_with("barrier.contention.starved_after does not apply"),
+            "{err}"
         );
     }
 }

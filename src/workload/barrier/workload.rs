@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use super::arrivals::arrivals;
 use super::check::check_barrier;
 use super::driver::run_processes;
 use super::BarrierConfig;
@@ -41,12 +42,14 @@ impl Workload for BarrierWorkload {
     }
 
     /// Nobody passed `enter` or `leave` early, and which rounds stalled after the last fault
-    /// was healed; the early passes are outlined on the timeline.
+    /// was healed; the early passes are outlined on the timeline. The arrival positions are
+    /// reported beside.
     fn judge(&self, ops: &[Op], run: Option<Value>) -> anyhow::Result<Judged> {
         let threshold = self.0.own.threshold_for(self.0.generator.concurrency) as u64;
         let barrier = check_barrier(ops, threshold);
+        let contention = arrivals(ops);
         let line = format!(
-            "barrier: {} early enters, {} early leaves in {} rounds ({} completed, threshold {}), {} gave up, {} stalled after the last heal",
+            "barrier: {} early enters, {} early leaves in {} rounds ({} completed, threshold {}), {} gave up, {} stalled after the last heal; contention: {}",
             barrier.early_enters.len(),
             barrier.early_leaves.len(),
             barrier.rounds,
@@ -54,11 +57,12 @@ impl Workload for BarrierWorkload {
             barrier.threshold,
             barrier.gave_up,
             barrier.stalled,
+            contention.line(),
         );
         Ok(Judged {
             valid: validity(barrier.valid),
             marked: barrier.marked_ops(),
-            checks: into_map(json!({ "barrier": barrier, "run": run })),
+            checks: into_map(json!({ "barrier": barrier, "contention": contention, "run": run })),
             line,
         })
     }

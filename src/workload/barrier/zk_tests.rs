@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::arrivals::arrivals;
 use super::check::{check_barrier, BarrierReport};
 use super::driver::BarrierRunSummary;
 use super::driver::{drive, BarrierRun};
@@ -18,17 +19,23 @@ use super::BarrierConfig;
 use crate::client::test_server::ZkServer;
 use crate::client::NodeEndpoint;
 use crate::history::{Meta, OpType, Process, Recorder, ABANDONED};
+use crate::workload::rounds::Contention;
 use crate::workload::test_runs::ms;
 
 const PROCESSES: usize = 4;
 
-/// A run of 4 processes through the barrier of 4 for `secs` seconds, with short waits.
+/// A run of 4 processes through the barrier of 4 for `secs` seconds, with short waits,
+/// unstaggered (every process joins at once and stays: the counts below rely on it).
 fn barrier_run(name: &str, secs: u64, endpoint: NodeEndpoint) -> BarrierRun {
     BarrierRun {
         cfg: BarrierConfig {
             work: ms(40),
             spread: ms(60),
             wait_timeout: ms(2000),
+            contention: Contention {
+                stagger: false,
+                ..Contention::default()
+            },
             ..BarrierConfig::default()
         },
         options: crate::workload::test_runs::options(1000, 2000),
@@ -91,6 +98,38 @@ async fn the_recipe_lets_everybody_through_together_and_is_accepted() {
     );
     let per_round = summary.herd.notifications_mean.unwrap_or(0.0);
     assert!(summary.herd.releases > 0 && per_round > 0.0, "{summary:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staggered_processes_leave_and_come_back_without_stalling_a_round_of_all() {
+    let server = ZkServer::start();
+    let recorder = Arc::new(Recorder::in_memory());
+    let (_keep, stop) = watch::channel(false);
+    let mut run = barrier_run("barrier-staggered", 5, server.endpoint());
+    run.cfg.contention = Contention {
+        join_within: ms(500),
+        leave_percent: 30,
+        away: ms(200),
+        ..Contention::default()
+    };
+    let recipe = Recipe::new("barrier-staggered", PROCESSES).unwrap();
+    let summary = drive(&run, recipe, recorder.clone(), stop).await.unwrap();
+    let ops = recorder.ops();
+    let report = check_barrier(&ops, PROCESSES as u64);
+    let seen = arrivals(&ops);
+    eprintln!(
+        "staggered: {summary:?}\nstaggered: {report:?}\n{}",
+        seen.line()
+    );
+    assert!(report.valid, "{report:?}");
+    assert_eq!((report.stalled, report.gave_up), (0, 0), "{report:?}");
+    assert!(report.rounds_completed >= 5, "{report:?}");
+    assert!(
+        summary.processes > PROCESSES as u64,
+        "some left and came back as new processes: {summary:?}"
+    );
+    let positions: Vec<usize> = seen.positions.keys().copied().collect();
+    assert_eq!(positions, [0, 1, 2, 3], "{}", seen.line());
 }
 
 /// Records a nemesis operation `f` (`start-kill`, `stop-kill`) around `action` on `server`.

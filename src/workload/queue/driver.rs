@@ -1,7 +1,10 @@
 //! Runs a queue workload: the first `producers` process slots enqueue unique values with a
 //! pause between them, the others dequeue, one ZooKeeper session per process, until the time
 //! limit; then, with every fault healed, the consumer slots drain the queue until they find
-//! it empty or the drain timeout passes.
+//! it empty or the drain timeout passes. Staggered (the section's `contention`), the slots of
+//! the main phase join at random times and pause a random time between operations
+//! (consumers too), and consumers now and then leave: the process closes its session and a
+//! new one comes back after a while. The drain is not staggered.
 //!
 //! History conventions: `enqueue` invoke value = the value (unique in the run), completed
 //! `ok` (the value's node was created; `zxid` its czxid), `fail` or `info`. `dequeue` invoke
@@ -29,6 +32,7 @@ use super::QueueConfig;
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, ProcessIds, Session};
 use crate::generator::{self, ended, GeneratorConfig, Healed, Next, Slot, Target};
 use crate::history::{Meta, OpType, Process, Recorder};
+use crate::workload::rounds::Contention;
 use crate::workload::{HerdMeter, HerdStats, Requests};
 
 /// What a queue run did.
@@ -256,36 +260,57 @@ async fn phase(
     Ok(tallies)
 }
 
-/// One slot's loop in `phase`; fails only if the history cannot be written.
+/// One slot's loop in `phase`; fails only if the history cannot be written. In the main
+/// phase the slot joins, pauses and (a consumer) leaves as the queue's contention says.
 async fn run_slot(
     shared: &Shared,
     slot: usize,
     role: Role,
     phase: Phase,
     deadline: Instant,
-    stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
 ) -> io::Result<Tally> {
+    let mut tally = Tally::default();
+    let pause = shared.cfg.pause.0;
+    // Only consumers leave: the positions are theirs, and a producer's session is no place
+    // in any line.
+    let contention = &match role {
+        Role::Producer => Contention {
+            leave_percent: 0,
+            ..shared.cfg.contention.clone()
+        },
+        Role::Consumer => shared.cfg.contention.clone(),
+    };
+    let staggered = phase == Phase::Main && contention.stagger;
+    if staggered && !contention.join(&mut stop, deadline).await {
+        return Ok(tally);
+    }
     let slot = Slot {
         ids: &shared.ids,
         endpoints: &shared.endpoints,
         options: &shared.options,
         slot,
         pause: match role {
-            Role::Producer => shared.cfg.pause.0,
+            Role::Producer => contention.slot_pause(pause),
             Role::Consumer => Duration::ZERO,
         },
     };
-    let mut tally = Tally::default();
     let state = &mut (shared, &mut tally);
-    slot.run(
-        deadline,
-        stop,
-        state,
-        |session, stop, (shared, tally)| match role {
-            Role::Producer => Box::pin(enqueue(shared, session, tally)),
-            Role::Consumer => Box::pin(dequeue(shared, session, phase, deadline, stop, tally)),
-        },
-    )
+    slot.run(deadline, stop, state, |session, stop, (shared, tally)| {
+        Box::pin(async move {
+            let next = match role {
+                Role::Producer => enqueue(shared, session, tally).await?,
+                Role::Consumer => dequeue(shared, session, phase, deadline, stop, tally).await?,
+            };
+            if !staggered || !matches!(next, Next::Again) {
+                return Ok::<Next, io::Error>(next);
+            }
+            match contention.after_round(pause, stop, deadline).await {
+                true => Ok(Next::Retire),
+                false => Ok(Next::Again),
+            }
+        })
+    })
     .await?;
     Ok(tally)
 }

@@ -7,6 +7,7 @@
 //! ([`driver`] says how) that [`check`] judges.
 
 mod check;
+mod contention;
 pub mod driver;
 mod recipe;
 mod workload;
@@ -16,6 +17,7 @@ mod zk_tests;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Duration;
+use crate::workload::rounds::Contention;
 
 pub use workload::ENTRY;
 
@@ -25,10 +27,15 @@ pub use workload::ENTRY;
 pub struct QueueConfig {
     /// How many of the generator's `concurrency` process slots produce; the others consume.
     pub producers: usize,
-    /// Pause between an enqueue and the same producer's next one.
+    /// Pause between an enqueue and the same producer's next one (on average, staggered;
+    /// staggered consumers pause as long between dequeues).
     pub pause: Duration,
     /// After the time limit and the heal, how long consumers may take to empty the queue.
     pub drain_timeout: Duration,
+    /// How producers and consumers come and go in the main phase (only consumers leave; the
+    /// drain is not staggered), and when a dequeue counts as starved (a figure: the recipe
+    /// promises no fairness among consumers).
+    pub contention: Contention,
 }
 
 impl Default for QueueConfig {
@@ -38,6 +45,7 @@ impl Default for QueueConfig {
             producers: 2,
             pause: ms(20),
             drain_timeout: ms(30_000),
+            contention: Contention::default(),
         }
     }
 }
@@ -59,7 +67,7 @@ impl QueueConfig {
         if self.drain_timeout.0.is_zero() {
             return Err("queue.drain_timeout must be above 0".into());
         }
-        Ok(())
+        self.contention.validate("queue")
     }
 }
 
@@ -116,6 +124,12 @@ mod tests {
         assert_eq!(
             no_drain.validate(5).unwrap_err(),
             "queue.drain_timeout must be above 0"
+        );
+        let mut leaving = QueueConfig::default();
+        leaving.contention.leave_percent = 200;
+        assert_eq!(
+            leaving.validate(5).unwrap_err(),
+            "queue.contention.leave_percent must be at most 100 (it is 200)"
         );
     }
 }

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::check::check_queue;
+use super::contention::{self, judge_dequeues};
 use super::QueueConfig;
 use crate::checker::result::Validity;
 use crate::generator::{GeneratorConfig, Target};
@@ -41,9 +42,14 @@ impl Workload for QueueWorkload {
     }
 
     /// Every acknowledged value dequeued exactly once, nothing dequeued that was not
-    /// enqueued, FIFO order; a queue not drained leaves the verdict unknown.
+    /// enqueued, FIFO order; a queue not drained leaves the verdict unknown. The consumers'
+    /// queue positions and starved dequeues are reported beside (figures, no verdict).
     fn judge(&self, ops: &[Op], run: Option<Value>) -> anyhow::Result<Judged> {
         let queue = check_queue(ops).context("checking the queue")?;
+        let (generator, own) = (&self.0.generator, &self.0.own);
+        let consumers = generator.concurrency.saturating_sub(own.producers);
+        let threshold = own.contention.starvation_threshold(consumers);
+        let contention = judge_dequeues(ops, threshold);
         let remaining = match queue.drained {
             true => "drained".to_string(),
             false => format!(
@@ -52,7 +58,7 @@ impl Workload for QueueWorkload {
             ),
         };
         let line = format!(
-            "queue: {} enqueued ({} info), {} dequeued ({} info), {} lost, {} duplicated, {} phantom, {} reordered, {} possibly consumed, {remaining}",
+            "queue: {} enqueued ({} info), {} dequeued ({} info), {} lost, {} duplicated, {} phantom, {} reordered, {} possibly consumed, {remaining}; contention: {}",
             queue.enqueue_ok,
             queue.enqueue_info,
             queue.dequeue_ok,
@@ -62,6 +68,7 @@ impl Workload for QueueWorkload {
             queue.phantom.len(),
             queue.reordered.len(),
             queue.possibly_consumed.len(),
+            contention::line(&contention),
         );
         let valid = match (queue.valid, queue.drained) {
             (false, _) => Validity::Invalid,
@@ -71,7 +78,7 @@ impl Workload for QueueWorkload {
         Ok(Judged {
             valid,
             marked: Vec::new(),
-            checks: into_map(json!({ "queue": queue, "run": run })),
+            checks: into_map(json!({ "queue": queue, "contention": contention, "run": run })),
             line,
         })
     }

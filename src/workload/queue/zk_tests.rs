@@ -5,12 +5,14 @@
 use std::sync::Arc;
 
 use super::check::{check_queue, QueueReport};
+use super::contention::judge_dequeues;
 use super::driver::QueueRunSummary;
 use super::QueueConfig;
 use crate::client::test_server::ZkServer;
 use crate::client::{ClientOptions, NodeEndpoint};
 use crate::history::{Op, OpType, Recorder};
 use crate::nemesis::Nemesis;
+use crate::workload::rounds::Contention;
 use crate::workload::test_runs::{faulted, killable_server, ms, options, run_faulted};
 
 /// Runs 2 producers and 3 consumers (their sessions opened as `options` says) for `secs`
@@ -34,8 +36,13 @@ async fn run(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_value_comes_out_once_and_in_order_without_faults() {
     let server = ZkServer::start();
+    // Unstaggered: every slot keeps its process (the count of processes below relies on it).
     let cfg = QueueConfig {
         pause: ms(5),
+        contention: Contention {
+            stagger: false,
+            ..Contention::default()
+        },
         ..QueueConfig::default()
     };
     let cfg = (cfg, options(5000, 4000));
@@ -84,8 +91,15 @@ async fn every_value_comes_out_once_and_in_order_without_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_loses_no_acknowledged_value() {
     let (_server, endpoint, kill) = killable_server();
+    // Staggered: producers and consumers come and go while the server is killed.
     let cfg = QueueConfig {
         pause: ms(5),
+        contention: Contention {
+            join_within: ms(1000),
+            leave_percent: 5,
+            away: ms(200),
+            ..Contention::default()
+        },
         ..QueueConfig::default()
     };
     let cfg = (cfg, options(1000, 3000));
@@ -108,6 +122,12 @@ async fn a_killed_server_loses_no_acknowledged_value() {
         "{report:?}"
     );
     assert!(report.dequeue_ok > 100, "{report:?}");
+    // The consumers dequeued alone, racing one other, and racing both others.
+    let contention = judge_dequeues(&ops, 6);
+    assert!(contention.valid, "never an anomaly");
+    eprintln!("kill: {}", super::contention::line(&contention));
+    let positions: Vec<usize> = contention.positions.keys().copied().collect();
+    assert_eq!(positions, [0, 1, 2], "{contention:?}");
 }
 
 /// How many values came out (`ok`) whose enqueue was not acknowledged.
