@@ -355,6 +355,11 @@ async fn isolate_the_holder(
         hold: ms(5000),
         steps: 10,
         pause: ms(100),
+        // Steady contenders: the first holder must hold when the cut starts, 1 s in.
+        contention: Contention {
+            stagger: false,
+            ..Contention::default()
+        },
         ..LockConfig::default()
     };
     let run_id = format!("isolate-{policy:?}");
