@@ -538,7 +538,7 @@ fn contention_fixtures_get_their_verdicts_and_anomaly_classes() {
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    assert_eq!(judged, 9, "every contention fixture");
+    assert_eq!(judged, 10, "every contention fixture");
 }
 
 /// The watch checker on the hand-made runs of `tests/fixtures/watch/` (each folder a run:

@@ -203,6 +203,32 @@ mod tests {
         SuiteFile::load(&root.join("suites/smoke.yaml")).unwrap();
     }
 
+    /// Every suite file shipped in `suites/` loads, and names only workloads and nemesis
+    /// packages that the project ships.
+    #[test]
+    fn every_shipped_suite_names_shipped_workloads_and_packages() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(root.join("suites")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            let suite = SuiteFile::load(&path).unwrap();
+            let shipped = |dir: &str, name: &String| root.join(dir).join(format!("{name}.yaml"));
+            for workload in &suite.workloads {
+                let file = shipped("workloads", workload);
+                assert!(file.exists(), "{}: {workload}", path.display());
+            }
+            for nemesis in &suite.nemeses {
+                let file = shipped("nemeses", nemesis);
+                assert!(file.exists(), "{}: {nemesis}", path.display());
+            }
+            loaded += 1;
+        }
+        assert!(loaded >= 6, "only {loaded} suite files");
+    }
+
     #[test]
     fn bad_suites_are_rejected_naming_the_file_and_field() {
         let cases = [

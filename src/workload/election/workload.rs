@@ -58,7 +58,7 @@ impl Workload for ElectionWorkload {
         let threshold = own
             .contention
             .starvation_threshold(self.0.generator.concurrency);
-        let contention = fairness::judge_terms(ops, fair, threshold);
+        let contention = fairness::judge_terms(ops, fair, threshold, self.0.session.op_timeout.0);
         let line = format!(
             "election: {} overlapping terms in {} terms by {} leaders, {} ms without a leader (longest {} ms), failover p50 {:.1} ms max {:.1} ms; contention: {}; liveness: {}",
             election.overlaps.len(),

@@ -65,7 +65,7 @@ async fn every_election_recipe_is_safe_and_live_without_faults() {
         );
         assert!(verdict.valid, "{name}: {:?}", verdict.overlaps);
         let fair = name == "election-fair";
-        let order = judge_terms(&ops, fair, 10);
+        let order = judge_terms(&ops, fair, 10, std::time::Duration::ZERO);
         assert!(
             order.valid,
             "{name}: office taken out of line order: {order:?}"

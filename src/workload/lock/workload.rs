@@ -61,7 +61,7 @@ impl Workload for LockWorkload {
         let threshold = own
             .contention
             .starvation_threshold(self.0.generator.concurrency);
-        let contention = fairness::judge_lock(ops, own.recipe.is_fair(), threshold);
+        let contention = fairness::judge_lock(ops, own.recipe.is_fair(), threshold, self.0.session.op_timeout.0);
         let me = &lock.mutual_exclusion;
         let line = format!(
             "mutual exclusion: {} overlaps in {} critical sections, {} stale steps rejected; lock model ({}): {:?}; contention: {}; liveness: {}",

@@ -231,7 +231,7 @@ async fn a_lock_granting_out_of_line_order_is_caught_passing_waiters_over() {
             Validity::Valid,
             "{recipe:?}: {exclusive:?}"
         );
-        let contention = judge_lock(&ops, true, 10);
+        let contention = judge_lock(&ops, true, 10, Duration::ZERO);
         let seen = &contention.positions;
         assert!(
             seen.len() >= 3 && seen.contains_key(&0) && seen.contains_key(&1),
@@ -269,7 +269,7 @@ async fn three_of_five_deaf_contenders_are_counted_starved_in_the_unfair_lock() 
     let summary = rounds::drive::<Contenders>(run, recorder.clone(), stop)
         .await
         .unwrap();
-    let contention = judge_lock(&recorder.ops(), false, 10);
+    let contention = judge_lock(&recorder.ops(), false, 10, Duration::ZERO);
     assert!(contention.valid, "a figure, not an anomaly: {contention:?}");
     assert!(
         contention.starved >= 2 && contention.longest_wait_handoffs > 20,

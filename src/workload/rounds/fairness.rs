@@ -17,13 +17,18 @@
 //!   saw more grants to others (`acquire` ok, `lead` taken) than the threshold ([`Contention::starved_after`]
 //!   (super::Contention)). A wait that ended in an error is not judged: its session may have
 //!   lost its place in line without the client knowing yet. A wait that ended ok, was
-//!   abandoned at the end of the run (`abandoned: …`), or never ended is.
+//!   abandoned at the end of the run (`abandoned: …`), or never ended is. Grants made while a
+//!   fault was in effect, or within a request deadline after its heal, are not counted toward
+//!   any wait: a waiter on the far side of a partition cannot even put its node in line (its
+//!   create waits for the heal) while the others go on taking turns, and no recipe promises
+//!   it a turn then. They are counted apart (`handoffs_under_faults`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::history::{Op, OpType, Process};
+use crate::history::{fault_intervals, Op, OpType, Process};
 use crate::workload::anomalies::{Anomalies, Anomaly};
 
 /// How many starved waits are listed; all are counted.
@@ -45,6 +50,9 @@ pub struct ContentionReport {
     pub starved_waits: Vec<Anomaly>,
     /// The most hand-offs one judged wait saw.
     pub longest_wait_handoffs: u64,
+    /// Grants made while a fault was in effect or within the settle after its heal, not
+    /// counted toward any wait's hand-offs.
+    pub handoffs_under_faults: u64,
     /// The anomalies by class (fair recipes only): `passed-over`, `starved`.
     #[serde(flatten)]
     pub found: Anomalies,
@@ -54,7 +62,7 @@ pub struct ContentionReport {
 
 impl ContentionReport {
     /// The verdict line's part: `positions 0:12 1:30 2:8, 0 passed over, 0 starved (> 10
-    /// hand-offs)`.
+    /// hand-offs; 25 under faults not counted)`.
     pub fn line(&self) -> String {
         let passed = self.found.counts.get(PASSED_OVER).copied().unwrap_or(0);
         if self.positions.is_empty() {
@@ -69,8 +77,12 @@ impl ContentionReport {
             true => "",
             false => ", not promised",
         };
+        let uncounted = match self.handoffs_under_faults {
+            0 => String::new(),
+            n => format!("; {n} under faults not counted"),
+        };
         format!(
-            "positions {}, {passed} passed over, {} starved (> {} hand-offs{unfair})",
+            "positions {}, {passed} passed over, {} starved (> {} hand-offs{unfair}{uncounted})",
             seen.join(" "),
             self.starved,
             self.starved_after
@@ -183,20 +195,48 @@ const ELECTION: Steps = Steps {
 };
 
 /// Judges a lock history (`acquire` ok values are the tokens): positions, passed-over grants
-/// when `fair`, and waits past `starved_after` hand-offs.
-pub fn judge_lock(ops: &[Op], fair: bool, starved_after: u64) -> ContentionReport {
-    contention_of(ops, &LOCK, fair, starved_after)
+/// when `fair`, and waits past `starved_after` hand-offs, not counting grants within `settle`
+/// of a fault.
+pub fn judge_lock(
+    ops: &[Op],
+    fair: bool,
+    starved_after: u64,
+    settle: Duration,
+) -> ContentionReport {
+    contention_of(ops, &LOCK, fair, (starved_after, settle))
 }
 
 /// Judges an election history: positions and starved waits from its `campaign` operations,
 /// and the order of taking office (`lead` invocations carry `{"token": n}`) when `fair`. A
 /// history that does not record campaigns (older runs) shows no positions and no starved waits.
-pub fn judge_terms(ops: &[Op], fair: bool, starved_after: u64) -> ContentionReport {
-    contention_of(ops, &ELECTION, fair, starved_after)
+pub fn judge_terms(
+    ops: &[Op],
+    fair: bool,
+    starved_after: u64,
+    settle: Duration,
+) -> ContentionReport {
+    contention_of(ops, &ELECTION, fair, (starved_after, settle))
 }
 
-/// Judges the contention of a history whose steps are named as `steps` say.
-fn contention_of(ops: &[Op], steps: &Steps, fair: bool, starved_after: u64) -> ContentionReport {
+/// Judges the contention of a history whose steps are named as `steps` say; `starvation` is
+/// the hand-offs a wait may see and the settle after a fault's heal.
+fn contention_of(
+    ops: &[Op],
+    steps: &Steps,
+    fair: bool,
+    starvation: (u64, Duration),
+) -> ContentionReport {
+    let (starved_after, settle) = starvation;
+    let settle = settle.as_nanos() as u64;
+    let faulted: Vec<(u64, u64)> = fault_intervals(ops)
+        .iter()
+        .map(|f| (f.start, f.end + settle))
+        .collect();
+    let under_fault = |time: u64| {
+        faulted
+            .iter()
+            .any(|(from, to)| (*from..=*to).contains(&time))
+    };
     let mut judge = Judge::new(fair, starved_after);
     let mut waits: HashMap<u64, Wait> = HashMap::new();
     let mut holding: HashMap<u64, bool> = HashMap::new();
@@ -231,8 +271,13 @@ fn contention_of(ops: &[Op], steps: &Steps, fair: bool, starved_after: u64) -> C
             }
         }
         if (f, op.kind) == steps.grant {
-            for (_, wait) in waits.iter_mut().filter(|(p, _)| **p != process) {
-                wait.handoffs += 1;
+            match under_fault(op.time) {
+                true => judge.report.handoffs_under_faults += 1,
+                false => {
+                    for (_, wait) in waits.iter_mut().filter(|(p, _)| **p != process) {
+                        wait.handoffs += 1;
+                    }
+                }
             }
             judge.granted(op, process, token(&op.value));
             holding.insert(process, true);
@@ -279,7 +324,7 @@ mod tests {
         ops.extend(granted(3, "12"));
         ops.extend(released(3));
         ops.push(invoke(1, "acquire", "null")); // a free lock: 0
-        let r = judge_lock(&history(&ops), true, 10);
+        let r = judge_lock(&history(&ops), true, 10, Duration::ZERO);
         assert_eq!(r.positions, BTreeMap::from([(0, 2), (1, 1), (2, 1)]));
         assert!(r.valid, "{r:?}");
         assert_eq!(r.longest_wait_handoffs, 1, "3 saw 2 granted");
@@ -291,7 +336,7 @@ mod tests {
         ops.extend(granted(2, "21"));
         ops.extend(released(2));
         ops.extend(granted(1, "20"));
-        let r = judge_lock(&history(&ops), true, 10);
+        let r = judge_lock(&history(&ops), true, 10, Duration::ZERO);
         let passed = r.found.only(PASSED_OVER);
         assert_eq!(passed.process, 1);
         assert!(
@@ -300,14 +345,14 @@ mod tests {
         );
         assert!(!r.valid);
         assert!(
-            judge_lock(&history(&ops), false, 10).valid,
+            judge_lock(&history(&ops), false, 10, Duration::ZERO).valid,
             "unfair: no promise"
         );
         let terms: Vec<Op> = [(2, 21), (1, 20)]
             .iter()
             .map(|(p, t)| invoke(*p, "lead", &format!("{{\"token\": {t}}}")))
             .collect();
-        let r = judge_terms(&history(&terms), true, 10);
+        let r = judge_terms(&history(&terms), true, 10, Duration::ZERO);
         assert_eq!(r.found.count(PASSED_OVER), 1, "{r:?}");
         assert!(r.positions.is_empty());
     }
@@ -322,15 +367,15 @@ mod tests {
         }
         ops.push(complete(3, "info", "acquire", "null").with_error("abandoned: the run ended"));
         ops.push(complete(4, "info", "acquire", "null").with_error("session expired"));
-        let r = judge_lock(&history(&ops), true, 3);
+        let r = judge_lock(&history(&ops), true, 3, Duration::ZERO);
         let starved = r.found.only(STARVED);
         assert_eq!(starved.process, 3, "4's session may have lost its place");
         assert!(starved.what.contains("4 hand-offs"), "{starved:?}");
         assert_eq!((r.starved, r.longest_wait_handoffs), (1, 4));
-        let unfair = judge_lock(&history(&ops), false, 3);
+        let unfair = judge_lock(&history(&ops), false, 3, Duration::ZERO);
         assert!(unfair.valid && unfair.starved == 1, "a figure: {unfair:?}");
         assert!(
-            judge_lock(&history(&ops), true, 4).valid,
+            judge_lock(&history(&ops), true, 4, Duration::ZERO).valid,
             "at the threshold"
         );
     }
@@ -361,13 +406,42 @@ mod tests {
         ops.push(campaign(2)); // behind 4: 1
         ops.extend(term(2, 20));
         ops.push(complete(4, "ok", "campaign", "{\"token\": 5}"));
-        let r = judge_terms(&history(&ops), true, 3);
+        let r = judge_terms(&history(&ops), true, 3, Duration::ZERO);
         assert_eq!(r.positions, BTreeMap::from([(0, 2), (1, 4)]), "{r:?}");
         let starved = r.found.only(STARVED);
         assert_eq!(starved.process, 4);
         assert!(starved.what.contains("4 hand-offs"), "{starved:?}");
         assert!(!r.valid);
-        let unfair = judge_terms(&history(&ops), false, 3);
+        let unfair = judge_terms(&history(&ops), false, 3, Duration::ZERO);
         assert!(unfair.valid && unfair.starved == 1, "a figure: {unfair:?}");
+    }
+
+    #[test]
+    fn hand_offs_under_a_fault_and_its_settle_are_not_counted() {
+        use crate::history::testing::op;
+        let nemesis = |kind, f: &str| op(0, 0, kind, Process::NEMESIS, f);
+        let mut ops = vec![
+            invoke(3, "acquire", "null"),
+            nemesis(OpType::Invoke, "start-partition"),
+            nemesis(OpType::Info, "start-partition"),
+            nemesis(OpType::Invoke, "stop-partition"),
+            nemesis(OpType::Info, "stop-partition"),
+        ];
+        for token in 0..4 {
+            ops.push(invoke(1, "acquire", "null"));
+            ops.extend(granted(1, &format!("{}", 100 + token)));
+            ops.extend(released(1));
+        }
+        // history() puts the ops 1 µs apart: the grants come a few µs after the heal.
+        let ops = history(&ops);
+        let calm = judge_lock(&ops, true, 3, Duration::ZERO);
+        assert_eq!(
+            (calm.starved, calm.handoffs_under_faults),
+            (1, 0),
+            "{calm:?}"
+        );
+        let settled = judge_lock(&ops, true, 3, Duration::from_millis(1));
+        assert!(settled.valid && settled.starved == 0, "{settled:?}");
+        assert_eq!(settled.handoffs_under_faults, 4);
     }
 }
