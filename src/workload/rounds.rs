@@ -281,16 +281,8 @@ async fn run_slot<R: Rounds>(
                     tally: &mut **tally,
                 };
                 let next = rounds.round(turn).await?;
-                if !matches!(next, Next::Again) {
-                    return Ok::<Next, io::Error>(next);
-                }
-                match contention
-                    .after_round(staggered.pause, stop, deadline)
-                    .await
-                {
-                    true => Ok(Next::Retire),
-                    false => Ok(Next::Again),
-                }
+                let pause = staggered.pause;
+                Ok::<Next, io::Error>(contention.next_after(next, pause, stop, deadline).await)
             })
         },
     )

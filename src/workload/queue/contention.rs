@@ -16,11 +16,7 @@ use std::collections::HashMap;
 
 use super::check::{DEQUEUE, EMPTY};
 use crate::history::{Op, OpType, Process, ABANDONED};
-use crate::workload::anomalies::Anomaly;
 use crate::workload::rounds::fairness::ContentionReport;
-
-/// How many starved dequeues are listed; all are counted.
-const LISTED: usize = 20;
 
 /// Judges the dequeues of a queue history: positions, and dequeues that saw more than
 /// `starved_after` values taken by others. Never an anomaly (`valid` stays true).
@@ -68,20 +64,9 @@ pub fn judge_dequeues(ops: &[Op], starved_after: u64) -> ContentionReport {
 /// A judged dequeue of `process` ended at `op` (or the history did) after the others took
 /// `taken` values.
 fn waited(report: &mut ContentionReport, op: &Op, process: u64, taken: u64) {
-    report.longest_wait_handoffs = report.longest_wait_handoffs.max(taken);
-    if taken <= report.starved_after {
-        return;
-    }
-    report.starved += 1;
-    if report.starved_waits.len() < LISTED {
-        report.starved_waits.push(Anomaly {
-            index: op.index,
-            process,
-            what: format!(
-                "process {process} waited in a dequeue while the others took {taken} values"
-            ),
-        });
-    }
+    report.wait_ended(op, process, taken, || {
+        format!("process {process} waited in a dequeue while the others took {taken} values")
+    });
 }
 
 /// The verdict line's part: `positions 0:12 1:30 2:8, 1 starved (> 6 values taken by

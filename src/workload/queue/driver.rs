@@ -302,13 +302,10 @@ async fn run_slot(
                 Role::Producer => enqueue(shared, session, tally).await?,
                 Role::Consumer => dequeue(shared, session, phase, deadline, stop, tally).await?,
             };
-            if !staggered || !matches!(next, Next::Again) {
+            if !staggered {
                 return Ok::<Next, io::Error>(next);
             }
-            match contention.after_round(pause, stop, deadline).await {
-                true => Ok(Next::Retire),
-                false => Ok(Next::Again),
-            }
+            Ok(contention.next_after(next, pause, stop, deadline).await)
         })
     })
     .await?;

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::Duration;
-use crate::generator::ended;
+use crate::generator::{ended, Next};
 
 /// How contenders come and go, and when a waiter counts as starved (the `contention` part of
 /// the `lock`, `election`, `queue` and `barrier` sections).
@@ -112,6 +112,25 @@ impl Contention {
         };
         sleep_unless_ended(uniform(wait), stop, deadline).await;
         leaves
+    }
+
+    /// What a slot does after a round that ended `next`: a round that went through is
+    /// followed, staggered, by a random pause (`Next::Again`) or by leaving (`Next::Retire`, so
+    /// the slot opens a new session); any other end stands.
+    pub async fn next_after(
+        &self,
+        next: Next,
+        pause: std::time::Duration,
+        stop: &mut watch::Receiver<bool>,
+        deadline: Instant,
+    ) -> Next {
+        if !matches!(next, Next::Again) {
+            return next;
+        }
+        match self.after_round(pause, stop, deadline).await {
+            true => Next::Retire,
+            false => Next::Again,
+        }
     }
 }
 

@@ -68,11 +68,6 @@ impl ContentionReport {
         if self.positions.is_empty() {
             return format!("{passed} passed over (waits not recorded)");
         }
-        let seen: Vec<String> = self
-            .positions
-            .iter()
-            .map(|(p, n)| format!("{p}:{n}"))
-            .collect();
         let unfair = match self.fair {
             true => "",
             false => ", not promised",
@@ -83,10 +78,36 @@ impl ContentionReport {
         };
         format!(
             "positions {}, {passed} passed over, {} starved (> {} hand-offs{unfair}{uncounted})",
-            seen.join(" "),
+            crate::workload::positions::seen(&self.positions),
             self.starved,
             self.starved_after
         )
+    }
+
+    /// Counts a judged wait of `process`, ended at `op` (or the history was), that saw
+    /// `handoffs`: past the threshold it is starved, listed among the first few as `what`
+    /// says, and its description returned.
+    pub fn wait_ended(
+        &mut self,
+        op: &Op,
+        process: u64,
+        handoffs: u64,
+        what: impl FnOnce() -> String,
+    ) -> Option<String> {
+        self.longest_wait_handoffs = self.longest_wait_handoffs.max(handoffs);
+        if handoffs <= self.starved_after {
+            return None;
+        }
+        let what = what();
+        self.starved += 1;
+        if self.starved_waits.len() < LISTED {
+            self.starved_waits.push(Anomaly {
+                index: op.index,
+                process,
+                what: what.clone(),
+            });
+        }
+        Some(what)
     }
 }
 
@@ -136,25 +157,14 @@ impl Judge {
 
     /// A judged wait of `process` ended at `op` (or the history did) after `wait`.
     fn waited(&mut self, op: &Op, process: u64, wait: &Wait) {
-        let r = &mut self.report;
-        r.longest_wait_handoffs = r.longest_wait_handoffs.max(wait.handoffs);
-        if wait.handoffs <= r.starved_after {
-            return;
-        }
-        let what = format!(
-            "process {process} waited through {} hand-offs to others without acquiring",
-            wait.handoffs
-        );
-        r.starved += 1;
-        if r.starved_waits.len() < LISTED {
-            r.starved_waits.push(Anomaly {
-                index: op.index,
-                process,
-                what: what.clone(),
-            });
-        }
-        if r.fair {
-            r.found.note(STARVED, op, process, what);
+        let handoffs = wait.handoffs;
+        let starved = self.report.wait_ended(op, process, handoffs, || {
+            format!(
+                "process {process} waited through {handoffs} hand-offs to others without acquiring"
+            )
+        });
+        if let (Some(what), true) = (starved, self.report.fair) {
+            self.report.found.note(STARVED, op, process, what);
         }
     }
 
