@@ -1,5 +1,6 @@
 //! Nemeses: faults injected into the cluster during a test, and their healing.
 
+mod agent;
 mod clock;
 mod grudge;
 mod heal;

@@ -8,6 +8,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::agent::{self, AGENT_PATH};
 use super::grudge::{self, Shape};
 use super::target::Target;
 use super::Nemesis;
@@ -107,8 +108,6 @@ pub fn heal_command(node: &Node) -> String {
     )
 }
 
-/// Where the stampede binary is put on nodes to run the queue agent.
-const AGENT_PATH: &str = "/var/lib/stampede/bin/stampede";
 /// The NFQUEUE number the agent serves.
 const QUEUE: u16 = 7411;
 
@@ -269,25 +268,7 @@ impl PacketNemesis {
             "on {}: the kernel has no netem, and the queue agent cannot duplicate packets",
             node.name
         );
-        let binary =
-            std::env::current_exe().context("cannot find the stampede binary to upload")?;
-        let size = std::fs::metadata(&binary)?.len();
-        let present = self
-            .control
-            .exec(
-                node,
-                &format!("stat -c %s {AGENT_PATH} 2>/dev/null || true"),
-                Retry::Idempotent,
-            )
-            .await?;
-        if present != size.to_string() {
-            self.control
-                .exec(node, "mkdir -p /var/lib/stampede/bin", Retry::Idempotent)
-                .await?;
-            let data = std::fs::read(&binary)
-                .with_context(|| format!("cannot read {}", binary.display()))?;
-            self.control.upload(node, data, AGENT_PATH, 0o755).await?;
-        }
+        agent::install(&self.control, node).await?;
         Ok(queue_command(node, &self.netem, peers.as_deref()))
     }
 }
