@@ -102,7 +102,7 @@ pub fn heal_command(node: &Node) -> String {
          tc qdisc show dev $dev | grep -q 'qdisc netem\\|qdisc prio 1: .*bands 4' && tc qdisc del dev $dev root; done; \
          while iptables -w -t mangle -D OUTPUT -j STAMPEDE-NETEM 2>/dev/null; do :; done; \
          iptables -w -t mangle -F STAMPEDE-NETEM 2>/dev/null; iptables -w -t mangle -X STAMPEDE-NETEM 2>/dev/null; \
-         f={pid}; if [ -f $f ]; then p=$(cat $f); grep -q 'agent-netem' /proc/$p/cmdline 2>/dev/null && kill -9 $p; rm -f $f; fi; rm -f {log}; true",
+         f={pid}; if [ -f $f ]; then p=$(cat $f); grep -q 'agent-netem' /proc/$p/cmdline 2>/dev/null && kill -9 $p; while [ -d /proc/$p ] && grep -q 'agent-netem' /proc/$p/cmdline 2>/dev/null; do sleep 0.05; done; rm -f $f; fi; rm -f {log}; true",
         pid = quote(&agent_pidfile(node)),
         log = quote(&format!("/var/lib/stampede/netem/{}.log", node.host)),
     )
@@ -120,7 +120,7 @@ fn queue_command(node: &Node, netem: &NetemConfig, towards: Option<&[&Node]>) ->
     let pidfile = agent_pidfile(node);
     let mut cmd = format!(
         "mkdir -p /var/lib/stampede/netem || exit 1; setsid nohup {AGENT_PATH} agent-netem --queue {QUEUE} --delay-ms {} --jitter-ms {} --loss {} \
-         > /var/lib/stampede/netem/{host}.log 2>&1 < /dev/null & echo $! > {pid}; sleep 0.3; kill -0 $(cat {pid}) && \
+         > /var/lib/stampede/netem/{host}.log 2>&1 < /dev/null & echo $! > {pid}; sleep 0.3; {{ kill -0 $(cat {pid}) || {{ echo \"the queue agent exited: $(tail -c 300 /var/lib/stampede/netem/{host}.log)\" >&2; false; }}; }} && \
          iptables -w -t mangle -N STAMPEDE-NETEM && iptables -w -t mangle -I OUTPUT -j STAMPEDE-NETEM && \
          iptables -w -t mangle -A STAMPEDE-NETEM -o lo -j RETURN && iptables -w -t mangle -A STAMPEDE-NETEM -p tcp --sport 22 -j RETURN",
         netem.delay.0.as_millis(),
