@@ -528,4 +528,35 @@ mod tests {
         .starts_with("bytes 0"));
         assert!(serde_yaml_ng::from_str::<CorruptConfig>("file: journal").is_err());
     }
+
+    /// The error `load_package` gives for the package `yaml`, the file named `x.yaml`.
+    fn package_error(yaml: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let err = crate::nemesis::load_package(&path, false, None).unwrap_err();
+        format!("{err:#}").replace(&path.display().to_string(), "x.yaml")
+    }
+
+    #[test]
+    fn a_bad_setting_in_a_package_is_one_line_naming_the_field() {
+        assert_eq!(
+            package_error("faults:\n  - kind: corrupt\n    corrupt: {bytes: 0}\n"),
+            "x.yaml:3: faults[0].corrupt: bytes 0 damages nothing; give at least 1"
+        );
+        assert_eq!(
+            package_error("faults:\n  - kind: kill\n    corrupt: {how: zero}\n"),
+            "x.yaml:3: faults[0].corrupt: only corrupt faults take corrupt settings"
+        );
+        let how = package_error("faults:\n  - kind: corrupt\n    corrupt: {how: smash}\n");
+        assert!(
+            how.contains("x.yaml:3") && how.contains("corrupt.how") && how.contains("smash"),
+            "{how}"
+        );
+        assert!(!how.contains('\n'), "{how}");
+        assert_eq!(
+            package_error("faults:\n  - kind: pause\n    restart: {gap: 2s}\n"),
+            "x.yaml:3: faults[0].restart: only restart faults take restart settings"
+        );
+    }
 }
