@@ -309,6 +309,10 @@ impl Db for Keeperd {
             .map(drop)
     }
 
+    fn txn_dir(&self, node: &Node) -> String {
+        format!("{}/data", self.home(node))
+    }
+
     fn clock_file(&self, node: &Node) -> Option<String> {
         self.cfg
             .faketime

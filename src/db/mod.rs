@@ -47,6 +47,9 @@ pub trait Db: Send + Sync {
     async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool>;
     /// Whether `node` has been set up (configured), so that healing should restart it.
     async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool>;
+    /// The directory on `node` holding the server's transaction logs (`log.<zxid>`) and
+    /// snapshots (`snapshot.<zxid>`), zxids in hex.
+    fn txn_dir(&self, node: &Node) -> String;
     /// Removes the server's data on `node` (the server must be stopped).
     async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
     /// The libfaketime control file of `node`'s server when it runs under a fake clock (the

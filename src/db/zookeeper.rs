@@ -348,6 +348,10 @@ impl Db for ZooKeeper {
         Ok(())
     }
 
+    fn txn_dir(&self, node: &Node) -> String {
+        format!("{}/data/version-2", self.home(node))
+    }
+
     fn clock_file(&self, node: &Node) -> Option<String> {
         self.cfg
             .faketime

@@ -8,12 +8,13 @@ use anyhow::anyhow;
 use futures::FutureExt;
 
 use super::clock::SKEW_MARKER;
-use super::{clock, packet, partition};
+use super::{clock, corrupt, packet, partition};
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
 
-/// Heals one node: removes partition rules, resumes a paused server, restarts a server that
-/// was set up but is not running. Returns what it did.
+/// Heals one node: removes partition rules, resumes a paused server, puts back a data file a
+/// corrupt fault damaged if its server is not running, restarts a server that was set up but
+/// is not running. Returns what it did.
 async fn heal_node(
     control: &Control,
     db: &dyn Db,
@@ -52,6 +53,7 @@ async fn heal_node(
         done.push("clock");
     }
     db.resume(control, node).await?;
+    done.extend(corrupt::heal(control, db, node).await?);
     if db.is_set_up(control, node).await? && !db.is_running(control, node).await? {
         db.start(control, node).await?;
         done.push("restarted server");

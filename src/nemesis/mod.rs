@@ -2,6 +2,7 @@
 
 mod agent;
 mod clock;
+pub mod corrupt;
 mod grudge;
 mod heal;
 pub mod nfqueue;
@@ -9,17 +10,20 @@ mod package;
 mod packet;
 mod partition;
 mod process;
+mod restart;
 mod target;
 
 use anyhow::Context;
 use std::sync::Arc;
 
 pub use clock::ClockConfig;
+pub use corrupt::CorruptConfig;
 pub use heal::{guarded, heal_all, Ending, OnSignal};
 pub use package::{load as load_package, Aim, FaultConfig, NemesisConfig};
 pub use packet::NetemConfig;
 pub use partition::{HolderView, Partition, PartitionSpec};
 pub use process::{ProcessFault, ProcessNemesis};
+pub use restart::RestartConfig;
 
 use crate::control::Control;
 use crate::db::Db;
@@ -29,7 +33,7 @@ use crate::db::Db;
 /// returned value (what was done, e.g. the grudge of a partition) as the completion's value.
 #[async_trait::async_trait]
 pub trait Nemesis: Send + Sync {
-    /// The fault kind: `partition`, `kill`, `pause`, `clock` or `packet`.
+    /// The fault kind: `partition`, `kill`, `pause`, `clock`, `packet`, `corrupt`, …
     fn kind(&self) -> &str;
     /// What the fault aims at, as the package names it (`leader`, `halves`, `n3`), recorded
     /// with each start; empty when it has no target.
@@ -43,7 +47,15 @@ pub trait Nemesis: Send + Sync {
 }
 
 /// The fault kinds `build` knows.
-pub const KINDS: &[&str] = &["partition", "kill", "pause", "clock", "packet"];
+pub const KINDS: &[&str] = &[
+    "partition",
+    "kill",
+    "pause",
+    "clock",
+    "packet",
+    "corrupt",
+    "restart",
+];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
 /// [`PartitionSpec`] for targets).
@@ -95,6 +107,18 @@ pub fn build(
             target()?,
             fault.netem.clone().unwrap_or_default(),
         )?),
+        "corrupt" => Arc::new(corrupt::CorruptNemesis::new(
+            control,
+            db,
+            target()?,
+            fault.corrupt.clone().unwrap_or_default(),
+        )),
+        "restart" => Arc::new(restart::RestartNemesis::new(
+            control,
+            db,
+            target()?,
+            fault.restart.clone().unwrap_or_default(),
+        )),
         other => anyhow::bail!(
             "unknown nemesis kind {other:?} (known: {})",
             KINDS.join(", ")

@@ -12,7 +12,7 @@ use rand::Rng;
 use super::clock::ClockMode;
 use super::partition::PartitionSpec;
 use super::target::Target;
-use super::{ClockConfig, HolderView, Nemesis, NetemConfig, KINDS};
+use super::{ClockConfig, CorruptConfig, HolderView, Nemesis, NetemConfig, RestartConfig, KINDS};
 use crate::control::{Control, Node};
 use crate::db::Db;
 
@@ -90,6 +90,12 @@ pub struct FaultConfig {
     /// Settings of a `clock` fault (default: bump by 5 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockConfig>,
+    /// Settings of a `corrupt` fault (default: flip bits in 16 bytes of the newest log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrupt: Option<CorruptConfig>,
+    /// Settings of a `restart` fault (default: SIGKILL, 1 s between servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartConfig>,
 }
 
 fn default_target() -> String {
@@ -180,6 +186,18 @@ impl FaultConfig {
             netem
                 .netem_args()
                 .map_err(|e| ("netem", format!("{e:#}")))?;
+        }
+        match (&self.corrupt, kind) {
+            (Some(_), k) if k != "corrupt" => {
+                let why = "only corrupt faults take corrupt settings";
+                return Err(("corrupt", why.to_string()));
+            }
+            (Some(c), _) => c.check().map_err(|e| ("corrupt", e))?,
+            _ => {}
+        }
+        if self.restart.is_some() && kind != "restart" {
+            let why = "only restart faults take restart settings";
+            return Err(("restart", why.to_string()));
         }
         match (&self.clock, kind) {
             (Some(_), k) if k != "clock" => {
@@ -405,7 +423,7 @@ mod tests {
         assert_eq!(
             err("faults:\n  - kind: partition\n    target: halves\n  - kind: kil\n    target: one\n"),
             "x.yaml:4: faults[1].kind: unknown nemesis kind \"kil\" (known: partition, kill, pause, \
-             clock, packet)"
+             clock, packet, corrupt, restart)"
         );
         assert_eq!(
             err("# comment\nfaults:\n  - kind: kill\n    target: sideways\n"),
