@@ -19,7 +19,8 @@ pub struct NemesisArgs {
 enum Action {
     /// Inject one fault, hold it, then heal it (and everything else).
     Run {
-        /// Fault kind: partition, kill, pause, clock (a 5 s bump) or packet (100 ms delay).
+        /// Fault kind: partition, kill, pause, clock (a 5 s bump), packet (100 ms delay) or
+        /// reconfig (remove the target from the ZooKeeper ensemble).
         #[arg(long)]
         kind: String,
         /// Which nodes: one, minority, majority, all, leader or a node name; partitions also
@@ -61,6 +62,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         target,
         netem: None,
         clock: None,
+        reconfig: None,
     };
     let aim = nemesis::Aim {
         nodes: control.nodes(),

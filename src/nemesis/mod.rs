@@ -9,6 +9,7 @@ mod package;
 mod packet;
 mod partition;
 mod process;
+mod reconfig;
 mod target;
 
 use anyhow::Context;
@@ -20,6 +21,7 @@ pub use package::{load as load_package, Aim, FaultConfig, NemesisConfig};
 pub use packet::NetemConfig;
 pub use partition::{HolderView, Partition, PartitionSpec};
 pub use process::{ProcessFault, ProcessNemesis};
+pub use reconfig::ReconfigConfig;
 
 use crate::control::Control;
 use crate::db::Db;
@@ -43,7 +45,7 @@ pub trait Nemesis: Send + Sync {
 }
 
 /// The fault kinds `build` knows.
-pub const KINDS: &[&str] = &["partition", "kill", "pause", "clock", "packet"];
+pub const KINDS: &[&str] = &["partition", "kill", "pause", "clock", "packet", "reconfig"];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
 /// [`PartitionSpec`] for targets).
@@ -95,6 +97,12 @@ pub fn build(
             target()?,
             fault.netem.clone().unwrap_or_default(),
         )?),
+        "reconfig" => Arc::new(reconfig::ReconfigNemesis::new(
+            control,
+            db,
+            target()?,
+            fault.reconfig.clone().unwrap_or_default(),
+        )),
         other => anyhow::bail!(
             "unknown nemesis kind {other:?} (known: {})",
             KINDS.join(", ")
