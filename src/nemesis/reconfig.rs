@@ -6,6 +6,7 @@
 //! controller crash.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -180,10 +181,15 @@ async fn session(db: &dyn Db) -> anyhow::Result<Client> {
         .with_context(|| format!("connecting to {hosts}"))
 }
 
-/// The live membership, read through a fresh session.
+/// The live membership, read through a fresh session after a `sync`, so that a server that
+/// has not applied the last reconfiguration yet does not answer with the one before.
 async fn live(db: &dyn Db) -> anyhow::Result<Membership> {
     let client = session(db).await?;
-    let (data, _) = tokio::time::timeout(REQUEST_LIMIT, client.get_config())
+    let read = async {
+        client.sync("/zookeeper/config").await?;
+        client.get_config().await
+    };
+    let (data, _) = tokio::time::timeout(REQUEST_LIMIT, read)
         .await
         .map_err(|_| anyhow::anyhow!("reading /zookeeper/config took over {REQUEST_LIMIT:?}"))?
         .context("reading /zookeeper/config")?;
@@ -253,13 +259,17 @@ async fn restore(control: &Control, db: &dyn Db) -> anyhow::Result<serde_json::V
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let mut restarted = Vec::new();
-    for (node, _) in plan.values() {
+    let restarts = plan.values().map(|(node, _)| async move {
         if db.is_set_up(control, node).await? && !db.is_running(control, node).await? {
             db.restore_config(control, node).await?;
             db.start(control, node).await?;
-            restarted.push(node.clone());
+            return anyhow::Ok(Some(node.clone()));
         }
+        Ok(None)
+    });
+    let mut restarted = Vec::new();
+    for result in futures::future::join_all(restarts).await {
+        restarted.extend(result?);
     }
     if !restarted.is_empty() {
         let nodes: Vec<Node> = plan.values().map(|(n, _)| n.clone()).collect();
@@ -305,6 +315,8 @@ pub struct ReconfigNemesis {
     db: Arc<dyn Db>,
     target: Target,
     cfg: ReconfigConfig,
+    /// Whether a start marked the nodes, so that the stop has a membership to restore.
+    marked: std::sync::atomic::AtomicBool,
 }
 
 impl ReconfigNemesis {
@@ -320,6 +332,7 @@ impl ReconfigNemesis {
             db,
             target,
             cfg,
+            marked: Default::default(),
         }
     }
 
@@ -355,7 +368,8 @@ impl Nemesis for ReconfigNemesis {
 
     /// Changes the membership of the picked servers, once the live membership is the plan;
     /// fails unless the new membership shows the change. The value records the membership
-    /// before and after, with the configuration versions.
+    /// before and after, with the configuration versions, and how long the reconfiguration
+    /// request took (session included).
     async fn start(&self) -> anyhow::Result<serde_json::Value> {
         let db = self.db.as_ref();
         let plan = plan(db);
@@ -381,8 +395,11 @@ impl Nemesis for ReconfigNemesis {
             most_removable(plan.len())
         );
         mark(&self.control, db, true).await?;
+        self.marked.store(true, Ordering::SeqCst);
         let (joining, leaving) = self.change(&plan, &ids);
+        let sending = std::time::Instant::now();
         let sent = reconfigure(db, &joining, &leaving).await;
+        let reconfig_ms = sending.elapsed().as_millis() as u64;
         let after = live(db).await?;
         let took = ids.iter().all(|id| !after.voters().contains(id));
         if !took {
@@ -399,11 +416,19 @@ impl Nemesis for ReconfigNemesis {
             "version_after": after.version,
             "voters_before": names(&plan, &before.voters()),
             "voters_after": names(&plan, &after.voters()),
+            "reconfig_ms": reconfig_ms,
         }))
     }
 
+    /// Restores the planned membership after a start that marked the nodes (a no-op
+    /// otherwise: nothing was changed).
     async fn stop(&self) -> anyhow::Result<serde_json::Value> {
-        restore(&self.control, self.db.as_ref()).await
+        if !self.marked.load(Ordering::SeqCst) {
+            return Ok(json!({ "nodes": [] }));
+        }
+        let restored = restore(&self.control, self.db.as_ref()).await?;
+        self.marked.store(false, Ordering::SeqCst);
+        Ok(restored)
     }
 }
 
