@@ -5,7 +5,9 @@
 //! running the database: its completion's value lists them as `nodes` (a partition's older
 //! records, a `grudge` or `slow` map, count the nodes that drop or slow packets). It is in
 //! effect from that completion to the completion of the next `stop-<kind>`, or the end of the
-//! history. Its invocation's value names its target (`{"target": "leader"}`).
+//! history. Its invocation's value names its target (`{"target": "leader"}`). A start that
+//! records a configuration version before and after (a membership change) counts only when
+//! the version moved.
 //!
 //! A run whose package has faults is `unknown` when a start failed (or never completed), or
 //! when no fault took effect at all: it was not exposed to what it claims.
@@ -104,6 +106,10 @@ fn plural(kind: &str, n: usize) -> String {
 /// Whether a start's completion value says it acted on some database node.
 fn acted(value: &Value) -> bool {
     let non_empty_list = |v: &Value| v.as_array().is_some_and(|a| !a.is_empty());
+    let version = value.get("version_before");
+    if version.is_some() && version == value.get("version_after") {
+        return false;
+    }
     if let Some(nodes) = value.get("nodes") {
         return non_empty_list(nodes);
     }
@@ -272,6 +278,24 @@ mod tests {
         assert_eq!(
             exposure(&ops, Some(true)).failed_starts,
             ["start-pause: never completed"]
+        );
+    }
+
+    #[test]
+    fn a_membership_change_counts_only_when_the_configuration_version_moved() {
+        let change = |before: &str, after: &str| json!({"nodes": ["n3"], "version_before": before, "version_after": after});
+        let ops = vec![
+            start(0, 1, "reconfig", "leader"),
+            done(1, 2, "start-reconfig", change("100000000", "100000004")),
+            done(2, 12, "stop-reconfig", Value::Null),
+            start(3, 20, "reconfig", "leader"),
+            done(4, 21, "start-reconfig", change("200000007", "200000007")),
+        ];
+        let e = exposure(&ops, Some(true));
+        assert_eq!(e.summary(), "1 reconfig fault (leader, 10 s faulted)");
+        assert_eq!(
+            e.failed_starts,
+            ["start-reconfig: acted on no database node"]
         );
     }
 

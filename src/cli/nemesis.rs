@@ -20,7 +20,8 @@ enum Action {
     /// Inject one fault, hold it, then heal it (and everything else).
     Run {
         /// Fault kind: partition, kill, pause, clock (a 5 s bump), packet (100 ms delay), corrupt
-        /// (16 bytes of the newest log flipped) or restart (one server after another).
+        /// (16 bytes of the newest log flipped), restart (one server after another) or reconfig
+        /// (remove the target from the ZooKeeper ensemble).
         #[arg(long)]
         kind: String,
         /// Which nodes: one, minority, majority, all, leader or a node name; partitions also
@@ -64,6 +65,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         clock: None,
         corrupt: None,
         restart: None,
+        reconfig: None,
     };
     let aim = nemesis::Aim {
         nodes: control.nodes(),

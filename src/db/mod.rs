@@ -52,6 +52,22 @@ pub trait Db: Send + Sync {
     fn txn_dir(&self, node: &Node) -> String;
     /// Removes the server's data on `node` (the server must be stopped).
     async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// The servers of the planned membership with their lines in ZooKeeper's dynamic
+    /// configuration (`host:quorum:election:participant;host:client`), server ids from 1 in
+    /// this order; empty when the database cannot be reconfigured (keeperd, a lone server).
+    fn planned_members(&self) -> Vec<(Node, String)> {
+        Vec::new()
+    }
+    /// The `user:password` of a `digest` superuser the servers accept, allowed to reconfigure.
+    fn superuser(&self) -> Option<&str> {
+        None
+    }
+    /// Puts the planned membership back into the configuration of `node`'s server (stopped),
+    /// which a reconfiguration that removed it left out: ZooKeeper will not start a server
+    /// missing from its own membership.
+    async fn restore_config(&self, _control: &Control, _node: &Node) -> anyhow::Result<()> {
+        Ok(())
+    }
     /// The libfaketime control file of `node`'s server when it runs under a fake clock (the
     /// local cluster), `None` when it uses the node's system clock.
     fn clock_file(&self, node: &Node) -> Option<String>;

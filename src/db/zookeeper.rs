@@ -73,8 +73,46 @@ impl Default for ZkConfig {
 /// The four-letter words every server allows (stampede's checks and herd measurements use them).
 pub const FOUR_LETTER_WORDS: &str = "srvr,mntr,ruok,wchs,cons,stat,conf";
 
-/// Renders `zoo.cfg` for the server with id `myid` on `node` in an ensemble of `nodes`.
-pub fn render_zoo_cfg(cfg: &ZkConfig, nodes: &[Node], node: &Node, data_dir: &str) -> String {
+/// The superuser the reconfiguration nemesis authenticates as (`digest` scheme): servers
+/// accept it through `zookeeper.DigestAuthenticationProvider.superDigest`, which gives no
+/// other client anything it did not have.
+pub const SUPERUSER: &str = "stampede:reconfig";
+
+/// The digest of [`SUPERUSER`], `user:base64(sha1(user:password))`.
+const SUPER_DIGEST: &str = "stampede:eDe4kmqjwu6mF9gxDXhYED3R44s=";
+
+/// One server's line in ZooKeeper's dynamic configuration, without the `server.N=` prefix:
+/// `host:quorum:election:participant;host:client`.
+pub fn member_spec(cfg: &ZkConfig, node: &Node) -> String {
+    format!(
+        "{h}:{}:{}:participant;{h}:{}",
+        cfg.quorum_port,
+        cfg.election_port,
+        cfg.client_port,
+        h = node.host
+    )
+}
+
+/// Renders the dynamic configuration (`zoo.cfg.dynamic`) of an ensemble of `nodes`: every
+/// server a voting participant, server ids from 1 in node order.
+pub fn render_dynamic_cfg(cfg: &ZkConfig, nodes: &[Node]) -> String {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("server.{}={}\n", i + 1, member_spec(cfg, n)))
+        .collect()
+}
+
+/// Renders `zoo.cfg` for the server with id `myid` on `node` in an ensemble of `nodes`; an
+/// ensemble's servers are listed in `dynamic_file` (see [`render_dynamic_cfg`]), with dynamic
+/// reconfiguration enabled.
+pub fn render_zoo_cfg(
+    cfg: &ZkConfig,
+    nodes: &[Node],
+    node: &Node,
+    data_dir: &str,
+    dynamic_file: &str,
+) -> String {
     let mut out = format!(
         "# Written by stampede for {name}.\n\
          tickTime={tick}\n\
@@ -95,15 +133,9 @@ pub fn render_zoo_cfg(cfg: &ZkConfig, nodes: &[Node], node: &Node, data_dir: &st
         words = FOUR_LETTER_WORDS,
     );
     if nodes.len() > 1 {
-        for (i, n) in nodes.iter().enumerate() {
-            out.push_str(&format!(
-                "server.{}={}:{}:{}\n",
-                i + 1,
-                n.host,
-                cfg.quorum_port,
-                cfg.election_port
-            ));
-        }
+        out.push_str(&format!(
+            "reconfigEnabled=true\ndynamicConfigFile={dynamic_file}\n"
+        ));
     }
     out
 }
@@ -216,6 +248,42 @@ impl ZooKeeper {
         Ok(())
     }
 
+    /// Writes `node`'s `zoo.cfg` and the planned membership, replacing the files (and the
+    /// later versions of the membership) a reconfiguration made the server write.
+    async fn write_zoo_cfg(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        let home = self.home(node);
+        let dynamic = format!("{home}/conf/zoo.cfg.dynamic");
+        let zoo_cfg = render_zoo_cfg(
+            &self.cfg,
+            &self.nodes,
+            node,
+            &format!("{home}/data"),
+            &dynamic,
+        );
+        control
+            .exec(
+                node,
+                &format!("rm -f {}/conf/zoo.cfg*", quote(&home)),
+                Retry::Idempotent,
+            )
+            .await?;
+        control
+            .upload(
+                node,
+                zoo_cfg.into_bytes(),
+                &format!("{home}/conf/zoo.cfg"),
+                0o644,
+            )
+            .await?;
+        if self.nodes.len() > 1 {
+            let members = render_dynamic_cfg(&self.cfg, &self.nodes);
+            control
+                .upload(node, members.into_bytes(), &dynamic, 0o644)
+                .await?;
+        }
+        Ok(())
+    }
+
     async fn configure(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
         let home = self.home(node);
         let data = format!("{home}/data");
@@ -226,15 +294,7 @@ impl ZooKeeper {
                 Retry::Idempotent,
             )
             .await?;
-        let zoo_cfg = render_zoo_cfg(&self.cfg, &self.nodes, node, &data);
-        control
-            .upload(
-                node,
-                zoo_cfg.into_bytes(),
-                &format!("{home}/conf/zoo.cfg"),
-                0o644,
-            )
-            .await?;
+        self.write_zoo_cfg(control, node).await?;
         control
             .upload(
                 node,
@@ -289,7 +349,7 @@ impl Db for ZooKeeper {
             .map(|f| faketime_env(&f))
             .unwrap_or_default();
         let java = format!(
-            "java -Xmx{heap}m -Dzookeeper.log.dir={h}/logs -Dlog4j.configuration=file:{h}/conf/log4j.properties \
+            "java -Xmx{heap}m -Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST} -Dzookeeper.log.dir={h}/logs -Dlog4j.configuration=file:{h}/conf/log4j.properties \
              -cp {cp} org.apache.zookeeper.server.quorum.QuorumPeerMain {h}/conf/zoo.cfg",
             h = quote(&home),
             heap = self.cfg.heap_mb,
@@ -352,6 +412,24 @@ impl Db for ZooKeeper {
         format!("{}/data/version-2", self.home(node))
     }
 
+    fn planned_members(&self) -> Vec<(Node, String)> {
+        if self.nodes.len() < 2 {
+            return Vec::new();
+        }
+        self.nodes
+            .iter()
+            .map(|n| (n.clone(), member_spec(&self.cfg, n)))
+            .collect()
+    }
+
+    fn superuser(&self) -> Option<&str> {
+        Some(SUPERUSER)
+    }
+
+    async fn restore_config(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.write_zoo_cfg(control, node).await
+    }
+
     fn clock_file(&self, node: &Node) -> Option<String> {
         self.cfg
             .faketime
@@ -382,11 +460,24 @@ mod tests {
     #[test]
     fn zoo_cfg_lists_every_server_and_binds_the_node() {
         let nodes = nodes(3);
-        let cfg = render_zoo_cfg(&ZkConfig::default(), &nodes, &nodes[1], "/d/n2/data");
+        let cfg = render_zoo_cfg(
+            &ZkConfig::default(),
+            &nodes,
+            &nodes[1],
+            "/d/n2/data",
+            "/c/d",
+        );
         assert!(cfg.contains("clientPortAddress=10.0.0.2\n"));
         assert!(cfg.contains("dataDir=/d/n2/data\n"));
-        assert!(cfg.contains("server.1=10.0.0.1:2888:3888\nserver.2=10.0.0.2:2888:3888\nserver.3=10.0.0.3:2888:3888\n"));
-        assert!(!cfg.contains("server.4"));
+        assert!(cfg.contains("reconfigEnabled=true\ndynamicConfigFile=/c/d\n"));
+        assert!(!cfg.contains("server."));
+        let members = render_dynamic_cfg(&ZkConfig::default(), &nodes);
+        assert_eq!(
+            members,
+            "server.1=10.0.0.1:2888:3888:participant;10.0.0.1:2181\n\
+             server.2=10.0.0.2:2888:3888:participant;10.0.0.2:2181\n\
+             server.3=10.0.0.3:2888:3888:participant;10.0.0.3:2181\n"
+        );
         let words = cfg
             .lines()
             .find_map(|l| l.strip_prefix("4lw.commands.whitelist="))
@@ -399,8 +490,9 @@ mod tests {
     #[test]
     fn zoo_cfg_for_one_node_is_standalone() {
         let nodes = nodes(1);
-        let cfg = render_zoo_cfg(&ZkConfig::default(), &nodes, &nodes[0], "/d");
+        let cfg = render_zoo_cfg(&ZkConfig::default(), &nodes, &nodes[0], "/d", "/c/d");
         assert!(!cfg.contains("server."));
+        assert!(!cfg.contains("dynamicConfigFile"));
     }
 
     #[test]
@@ -413,13 +505,14 @@ mod tests {
             client_port: 2191,
             ..Default::default()
         };
-        let text = render_zoo_cfg(&cfg, &nodes, &nodes[4], "/x");
+        let text = render_zoo_cfg(&cfg, &nodes, &nodes[4], "/x", "/c/d");
+        let text = text + &render_dynamic_cfg(&cfg, &nodes);
         for line in [
             "tickTime=500",
             "initLimit=7",
             "syncLimit=3",
             "clientPort=2191",
-            "server.5=10.0.0.5:2888:3888",
+            "server.5=10.0.0.5:2888:3888:participant;10.0.0.5:2191",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }

@@ -79,6 +79,9 @@ pub async fn heal_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
             Err(e) => failures.push(format!("{}: {e:#}", node.name)),
         }
     }
+    if let Err(e) = super::reconfig::heal(control, db).await {
+        failures.push(format!("membership: {e:#}"));
+    }
     if failures.is_empty() {
         Ok(())
     } else {

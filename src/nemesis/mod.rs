@@ -10,6 +10,7 @@ mod package;
 mod packet;
 mod partition;
 mod process;
+mod reconfig;
 mod restart;
 mod target;
 
@@ -23,6 +24,7 @@ pub use package::{load as load_package, Aim, FaultConfig, NemesisConfig};
 pub use packet::NetemConfig;
 pub use partition::{HolderView, Partition, PartitionSpec};
 pub use process::{ProcessFault, ProcessNemesis};
+pub use reconfig::ReconfigConfig;
 pub use restart::RestartConfig;
 
 use crate::control::Control;
@@ -55,6 +57,7 @@ pub const KINDS: &[&str] = &[
     "packet",
     "corrupt",
     "restart",
+    "reconfig",
 ];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
@@ -118,6 +121,12 @@ pub fn build(
             db,
             target()?,
             fault.restart.clone().unwrap_or_default(),
+        )),
+        "reconfig" => Arc::new(reconfig::ReconfigNemesis::new(
+            control,
+            db,
+            target()?,
+            fault.reconfig.clone().unwrap_or_default(),
         )),
         other => anyhow::bail!(
             "unknown nemesis kind {other:?} (known: {})",

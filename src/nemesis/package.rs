@@ -12,7 +12,10 @@ use rand::Rng;
 use super::clock::ClockMode;
 use super::partition::PartitionSpec;
 use super::target::Target;
-use super::{ClockConfig, CorruptConfig, HolderView, Nemesis, NetemConfig, RestartConfig, KINDS};
+use super::{
+    ClockConfig, CorruptConfig, HolderView, Nemesis, NetemConfig, ReconfigConfig, RestartConfig,
+    KINDS,
+};
 use crate::control::{Control, Node};
 use crate::db::Db;
 
@@ -96,6 +99,9 @@ pub struct FaultConfig {
     /// Settings of a `restart` fault (default: SIGKILL, 1 s between servers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<RestartConfig>,
+    /// Settings of a `reconfig` fault (default: remove the targeted voters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconfig: Option<ReconfigConfig>,
 }
 
 fn default_target() -> String {
@@ -140,6 +146,13 @@ impl FaultConfig {
                 "kind",
                 format!("unknown nemesis kind {kind:?} (known: {known})"),
             ));
+        }
+        if let (Some(aim), "reconfig", Ok(target)) = (aim, kind, self.target.parse::<Target>()) {
+            super::reconfig::check(&target, aim.db)?;
+        }
+        if self.reconfig.is_some() && kind != "reconfig" {
+            let why = "only reconfig faults take reconfig settings";
+            return Err(("reconfig", why.to_string()));
         }
         let slow = kind == "packet" && self.netem.as_ref().is_some_and(|n| n.slow_partition);
         let between = match kind {
@@ -423,7 +436,7 @@ mod tests {
         assert_eq!(
             err("faults:\n  - kind: partition\n    target: halves\n  - kind: kil\n    target: one\n"),
             "x.yaml:4: faults[1].kind: unknown nemesis kind \"kil\" (known: partition, kill, pause, \
-             clock, packet, corrupt, restart)"
+             clock, packet, corrupt, restart, reconfig)"
         );
         assert_eq!(
             err("# comment\nfaults:\n  - kind: kill\n    target: sideways\n"),
@@ -496,6 +509,36 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn a_reconfig_is_refused_on_keeperd_and_below_a_majority_of_voters() {
+        assert_eq!(
+            load_error("faults:\n  - kind: reconfig\n", false, true).unwrap(),
+            "x.yaml:2: faults[0].kind: keeperd does not support dynamic reconfiguration (kind \
+             reconfig is for ZooKeeper 3.5+)"
+        );
+        assert_eq!(
+            load_error(
+                "faults:\n  - kind: reconfig\n    target: majority\n",
+                false,
+                false
+            )
+            .unwrap(),
+            "x.yaml:3: faults[0].target: target majority takes 2 of 3 voters out; a reconfig \
+             may take at most 1, leaving a majority of the planned voters"
+        );
+        assert_eq!(
+            load_error(
+                "faults:\n  - kind: kill\n    reconfig: {action: observer}\n",
+                false,
+                false
+            )
+            .unwrap(),
+            "x.yaml:3: faults[0].reconfig: only reconfig faults take reconfig settings"
+        );
+        let fine = "faults:\n  - {kind: reconfig, target: leader, reconfig: {action: observer}}\n";
+        assert_eq!(load_error(fine, false, false), None);
     }
 
     /// A fault that does nothing but answer to its name.

@@ -1,0 +1,270 @@
+//! Integration tests of the membership-change nemesis (`kind: reconfig`) against a real
+//! 3-node ZooKeeper ensemble on a local cluster: register and set runs under removals and
+//! voter→observer changes are judged, each change is seen in the recorded membership and the
+//! planned membership is back at the end (asked of every server with `conf`); a package that
+//! would leave fewer than a majority of the planned voters, or that asks keeperd for a
+//! reconfiguration, is refused before anything starts; `heal` after a controller SIGKILL
+//! restores the membership, restarting a removed server that had died.
+//!
+//! A custom harness (`harness = false`): the scenarios share one cluster, made at the start
+//! and always removed at the end. Needs root on Linux.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{text, TestCluster};
+use serde_json::Value;
+
+/// The membership lines (`server.N=…`) server `i` reports with the `conf` four-letter word.
+fn membership(cluster: &TestCluster, i: usize) -> Vec<String> {
+    let address = format!("{}{i}:2181", cluster.net());
+    let mut stream = TcpStream::connect(&address).unwrap_or_else(|e| panic!("{address}: {e}"));
+    stream.write_all(b"conf").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+        .lines()
+        .filter(|l| l.starts_with("server."))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Asserts that every server reports the planned membership: three voting participants.
+fn assert_planned_membership(cluster: &TestCluster) {
+    let net = cluster.net();
+    let planned: Vec<String> = (1..=3)
+        .map(|i| format!("server.{i}={net}{i}:2888:3888:participant;{net}{i}:2181"))
+        .collect();
+    for i in 1..=3 {
+        assert_eq!(
+            membership(cluster, i),
+            planned,
+            "the membership n{i} reports"
+        );
+    }
+    let status = cluster.stampede_ok(&["db", "status"]);
+    assert!(
+        !status.contains("observer") && !status.contains("not serving"),
+        "every server votes and serves: {status}"
+    );
+}
+
+/// Runs a `workload` test under the package `yaml`, keeping the database; returns the
+/// verdict line and the nemesis operations of its history.
+fn run(cluster: &TestCluster, name: &str, workload: &str, yaml: &str) -> (String, Vec<Value>) {
+    let package = cluster.work.join(format!("{name}.yaml"));
+    std::fs::write(&package, yaml).unwrap();
+    let package = package.display().to_string();
+    let out = cluster.stampede(&[
+        "test",
+        "--name",
+        name,
+        "--workload",
+        workload,
+        "--nemesis",
+        &package,
+        "--time-limit",
+        "20s",
+        "--set",
+        "generator.nemesis_interval=2s",
+        "--set",
+        "generator.nemesis_duration=4s",
+        "--keep-db",
+    ]);
+    let verdict = common::last_line(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a valid verdict: {}",
+        text(&out)
+    );
+    let history = std::fs::read_to_string(cluster.results_dir(&out).join("history.jsonl")).unwrap();
+    let nemesis = history
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|op| op["process"] == "nemesis")
+        .collect();
+    (verdict, nemesis)
+}
+
+/// The completed starts and stops of the reconfig fault.
+fn changes<'a>(nemesis: &'a [Value], f: &str) -> Vec<&'a Value> {
+    let completed = |op: &&Value| op["f"] == f && op["type"] != "invoke";
+    nemesis.iter().filter(completed).collect()
+}
+
+/// Checks that each start changed the membership it records and each stop restored it.
+fn assert_changes_recorded(nemesis: &[Value], actions: &[&str]) {
+    let starts = changes(nemesis, "start-reconfig");
+    for action in actions {
+        assert!(
+            starts.iter().any(|op| op["value"]["action"] == *action),
+            "a {action} took place: {starts:?}"
+        );
+    }
+    for start in &starts {
+        let value = &start["value"];
+        assert!(start["error"].is_null(), "the change took effect: {start}");
+        assert_ne!(value["version_before"], value["version_after"], "{start}");
+        let hit = value["nodes"][0].as_str().expect("a changed node");
+        let voters = |key: &str| value[key].as_array().unwrap().len();
+        assert_eq!((voters("voters_before"), voters("voters_after")), (3, 2));
+        assert!(!value["voters_after"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == hit));
+    }
+    // The end of the run stops every fault once more: stops may outnumber starts, and a
+    // stop after a stop has nothing to restore.
+    let stops: Vec<&Value> = changes(nemesis, "stop-reconfig")
+        .into_iter()
+        .filter(|stop| stop["value"]["voters"].is_array())
+        .collect();
+    assert_eq!(stops.len(), starts.len(), "every change was undone");
+    let planned = serde_json::json!(["n1", "n2", "n3"]);
+    for stop in stops {
+        assert_eq!(stop["value"]["voters"], planned, "{stop}");
+    }
+}
+
+fn register_under_removal_and_demotion_is_valid_and_restored(cluster: &TestCluster) {
+    let yaml = "faults:\n\
+                \x20 - {kind: reconfig, target: leader, reconfig: {action: remove}}\n\
+                \x20 - {kind: reconfig, target: follower, reconfig: {action: observer}}\n";
+    let (verdict, nemesis) = run(cluster, "register-reconfig", "register", yaml);
+    assert!(
+        verdict.starts_with("verdict: valid under ") && verdict.contains("reconfig fault"),
+        "{verdict}"
+    );
+    assert_changes_recorded(&nemesis, &["remove", "observer"]);
+    assert_planned_membership(cluster);
+    cluster.stampede_ok(&["db", "teardown"]);
+}
+
+fn set_under_removal_is_valid_and_restored(cluster: &TestCluster) {
+    let yaml = "faults:\n  - {kind: reconfig, target: one}\n";
+    let (verdict, nemesis) = run(cluster, "set-reconfig", "set", yaml);
+    assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
+    assert_changes_recorded(&nemesis, &["remove"]);
+    assert_planned_membership(cluster);
+    cluster.stampede_ok(&["db", "teardown"]);
+}
+
+fn packages_below_a_majority_or_for_keeperd_are_refused(cluster: &TestCluster) {
+    let refused = |name: &str, yaml: &str, extra: &[&str]| {
+        let package = cluster.work.join(format!("{name}.yaml"));
+        std::fs::write(&package, yaml).unwrap();
+        let package = package.display().to_string();
+        let mut args = vec!["test", "--nemesis", package.as_str()];
+        args.extend_from_slice(extra);
+        let out = cluster.stampede(&args);
+        assert!(!out.status.success(), "refused: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        stderr
+    };
+    let majority = refused(
+        "majority",
+        "faults:\n  - kind: reconfig\n    target: majority\n",
+        &[],
+    );
+    assert!(
+        majority.ends_with(
+            "majority.yaml:3: faults[0].target: target majority takes 2 of 3 voters out; a \
+             reconfig may take at most 1, leaving a majority of the planned voters"
+        ),
+        "{majority}"
+    );
+    let keeperd = refused(
+        "keeperd",
+        "faults:\n  - kind: reconfig\n",
+        &["--db", "keeperd"],
+    );
+    assert!(
+        keeperd.ends_with(
+            "keeperd.yaml:2: faults[0].kind: keeperd does not support dynamic \
+             reconfiguration (kind reconfig is for ZooKeeper 3.5+)"
+        ),
+        "{keeperd}"
+    );
+    assert!(!cluster.work.join("results").exists(), "no run was started");
+    let status = text(&cluster.stampede(&["db", "status"]));
+    let idle = status.matches("not serving").count();
+    assert_eq!(idle, 3, "no server was started: {status}");
+}
+
+fn heal_after_a_controller_sigkill_restores_the_membership(cluster: &TestCluster) {
+    cluster.stampede_ok(&["db", "setup"]);
+    let args: Vec<&str> = "nemesis run --kind reconfig --target follower --duration 5m"
+        .split(' ')
+        .collect();
+    let mut controller = cluster.command(&args);
+    let mut controller = controller.stdout(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(controller.stdout.take().unwrap()).lines();
+    let started = lines
+        .next()
+        .expect("the controller printed the start")
+        .unwrap();
+    let value: Value =
+        serde_json::from_str(started.strip_prefix("start-reconfig: ").expect(&started)).unwrap();
+    controller.kill().unwrap();
+    controller.wait().unwrap();
+    let removed = value["nodes"][0].as_str().unwrap().to_string();
+    let i: usize = removed.trim_start_matches('n').parse().unwrap();
+    assert_eq!(
+        membership(cluster, 1 + i % 3).len(),
+        2,
+        "{removed} was removed: {value}"
+    );
+    // The removed server dies too: ZooKeeper will not restart it while its own configuration
+    // leaves it out, so the heal must restore its configuration before starting it.
+    let pid_file = format!("/var/lib/stampede/db/{}{i}/server.pid", cluster.net());
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let began = Instant::now();
+    cluster.stampede_ok(&["heal"]);
+    println!("heal restored the membership in {:?}", began.elapsed());
+    assert_planned_membership(cluster);
+    let marker = format!("/var/lib/stampede/reconfigured-{}{i}", cluster.net());
+    assert!(!std::path::Path::new(&marker).exists(), "{marker} removed");
+    assert!(began.elapsed() < Duration::from_secs(90));
+    cluster.stampede_ok(&["db", "teardown"]);
+}
+
+fn main() {
+    let scenarios: &[common::Scenario] = &[
+        (
+            "packages_below_a_majority_or_for_keeperd_are_refused",
+            packages_below_a_majority_or_for_keeperd_are_refused,
+        ),
+        (
+            "register_under_removal_and_demotion_is_valid_and_restored",
+            register_under_removal_and_demotion_is_valid_and_restored,
+        ),
+        (
+            "set_under_removal_is_valid_and_restored",
+            set_under_removal_is_valid_and_restored,
+        ),
+        (
+            "heal_after_a_controller_sigkill_restores_the_membership",
+            heal_after_a_controller_sigkill_restores_the_membership,
+        ),
+    ];
+    let cluster = TestCluster::new("strcfg", "10.241.25.0/24");
+    cluster.run(
+        3,
+        common::nothing,
+        scenarios,
+        |_| {},
+        common::assert_cluster_gone,
+    );
+}
