@@ -61,6 +61,8 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         target,
         netem: None,
         clock: None,
+        trigger: None,
+        steps: None,
     };
     let aim = nemesis::Aim {
         nodes: control.nodes(),

@@ -8,12 +8,12 @@ use anyhow::anyhow;
 use futures::FutureExt;
 
 use super::clock::SKEW_MARKER;
-use super::{clock, packet, partition};
+use super::{clock, packet, partition, trigger};
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
 
-/// Heals one node: removes partition rules, resumes a paused server, restarts a server that
-/// was set up but is not running. Returns what it did.
+/// Heals one node: removes partition rules, disarms a log trigger, resumes a paused server,
+/// restarts a server that was set up but is not running. Returns what it did.
 async fn heal_node(
     control: &Control,
     db: &dyn Db,
@@ -27,6 +27,9 @@ async fn heal_node(
         .exec(node, &packet::heal_command(node), Retry::Idempotent)
         .await?;
     done.push("network");
+    control
+        .exec(node, &trigger::heal_command(node), Retry::Idempotent)
+        .await?;
     let skewed = match db.clock_file(node) {
         Some(file) => {
             control

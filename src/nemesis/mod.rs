@@ -9,7 +9,10 @@ mod package;
 mod packet;
 mod partition;
 mod process;
+mod sequence;
 mod target;
+mod trigger;
+pub mod trigger_agent;
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -29,7 +32,7 @@ use crate::db::Db;
 /// returned value (what was done, e.g. the grudge of a partition) as the completion's value.
 #[async_trait::async_trait]
 pub trait Nemesis: Send + Sync {
-    /// The fault kind: `partition`, `kill`, `pause`, `clock` or `packet`.
+    /// The fault kind: `partition`, `kill`, `pause`, `clock`, `packet` or `sequence`.
     fn kind(&self) -> &str;
     /// What the fault aims at, as the package names it (`leader`, `halves`, `n3`), recorded
     /// with each start; empty when it has no target.
@@ -40,10 +43,14 @@ pub trait Nemesis: Send + Sync {
     async fn start(&self) -> anyhow::Result<serde_json::Value>;
     /// Heals the fault injected by the last `start` (a no-op when none is active).
     async fn stop(&self) -> anyhow::Result<serde_json::Value>;
+    /// Whether a fault armed by a log trigger has fired since its start (`false` for others).
+    async fn fired(&self) -> anyhow::Result<bool> {
+        Ok(false)
+    }
 }
 
 /// The fault kinds `build` knows.
-pub const KINDS: &[&str] = &["partition", "kill", "pause", "clock", "packet"];
+pub const KINDS: &[&str] = &["partition", "kill", "pause", "clock", "packet", "sequence"];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
 /// [`PartitionSpec`] for targets).
@@ -71,6 +78,22 @@ pub fn build(
             db,
             PartitionSpec::parse(&fault.target)?,
         )),
+        "kill" | "pause" if fault.trigger.is_some() => Arc::new(trigger::TriggeredNemesis::new(
+            control,
+            db,
+            match fault.kind.as_str() {
+                "kill" => ProcessFault::Kill,
+                _ => ProcessFault::Pause,
+            },
+            target()?,
+            fault.trigger.clone().expect("matched above"),
+        )?),
+        "sequence" => Arc::new(sequence::Sequence::new(
+            fault.steps.as_deref().unwrap_or_default(),
+            &control,
+            db,
+            holder,
+        )?),
         "kill" => Arc::new(ProcessNemesis::new(
             control,
             db,
