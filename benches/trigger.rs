@@ -12,7 +12,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn realtime_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -22,7 +25,12 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// CPU time (user + system) of process `pid`, in seconds.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
     let ticks: f64 = fields.get(11..13).map_or(0.0, |f| {
         f.iter().map(|t| t.parse::<f64>().unwrap_or(0.0)).sum()
     });
@@ -41,8 +49,20 @@ fn run(poll_us: u64, samples: usize) {
         .arg(&log)
         .arg("--pidfile")
         .arg(&pidfile)
-        .args(["--marker", marker, "--pattern", "^TRIGGER ", "--signal", "KILL"])
-        .args(["--count", &samples.to_string(), "--poll-us", &poll_us.to_string()])
+        .args([
+            "--marker",
+            marker,
+            "--pattern",
+            "^TRIGGER ",
+            "--signal",
+            "KILL",
+        ])
+        .args([
+            "--count",
+            &samples.to_string(),
+            "--poll-us",
+            &poll_us.to_string(),
+        ])
         .arg("--record")
         .arg(&record)
         .stdout(Stdio::null())

@@ -82,10 +82,9 @@ pub fn build(
             control,
             db,
             match fault.kind.as_str() {
-                "kill" => ProcessFault::Kill,
-                _ => ProcessFault::Pause,
+                "kill" => (ProcessFault::Kill, target()?),
+                _ => (ProcessFault::Pause, target()?),
             },
-            target()?,
             fault.trigger.clone().expect("matched above"),
         )?),
         "sequence" => Arc::new(sequence::Sequence::new(

@@ -105,8 +105,8 @@ pub fn heal_command(node: &Node) -> String {
 pub struct TriggeredNemesis {
     control: Control,
     db: Arc<dyn Db>,
-    fault: ProcessFault,
-    target: Target,
+    /// What is done, and to which servers.
+    aim: (ProcessFault, Target),
     trigger: TriggerConfig,
     armed: Mutex<Vec<Node>>,
 }
@@ -116,21 +116,15 @@ impl TriggeredNemesis {
     pub fn new(
         control: Control,
         db: Arc<dyn Db>,
-        fault: ProcessFault,
-        target: Target,
+        aim: (ProcessFault, Target),
         trigger: TriggerConfig,
     ) -> anyhow::Result<TriggeredNemesis> {
-        trigger
-            .check(fault.kind())
-            .map_err(|e| anyhow::anyhow!("trigger: {e}"))?;
-        Ok(TriggeredNemesis {
-            control,
-            db,
-            fault,
-            target,
-            trigger,
-            armed: Mutex::new(Vec::new()),
-        })
+        let check = trigger.check(aim.0.kind());
+        check.map_err(|e| anyhow::anyhow!("trigger: {e}"))?;
+        let armed = Mutex::default();
+        #[rustfmt::skip]
+        let nemesis = TriggeredNemesis { control, db, aim, trigger, armed };
+        Ok(nemesis)
     }
 
     /// The command that starts the agent on `node`, reading its log from the end it has now.
@@ -141,7 +135,7 @@ impl TriggeredNemesis {
                 self.db.name()
             )
         })?;
-        let signal = match self.fault {
+        let signal = match self.aim.0 {
             ProcessFault::Kill => "KILL",
             ProcessFault::Pause => "STOP",
         };
@@ -204,17 +198,18 @@ fn parse_firings(node: &str, out: &str) -> Vec<serde_json::Value> {
 #[async_trait::async_trait]
 impl Nemesis for TriggeredNemesis {
     fn kind(&self) -> &str {
-        self.fault.kind()
+        self.aim.0.kind()
     }
 
     fn target(&self) -> String {
-        format!("{} on /{}/", self.target, self.trigger.pattern)
+        format!("{} on /{}/", self.aim.1, self.trigger.pattern)
     }
 
     /// Arms an agent on each picked node running the database.
     async fn start(&self) -> anyhow::Result<serde_json::Value> {
         let picked = self
-            .target
+            .aim
+            .1
             .pick(self.control.nodes(), self.db.as_ref())
             .await?;
         let arms = picked.iter().map(|node| async move {
@@ -276,7 +271,7 @@ impl Nemesis for TriggeredNemesis {
             fired.extend(firings);
         }
         let heals = hit.iter().map(|node| async move {
-            match self.fault {
+            match self.aim.0 {
                 ProcessFault::Kill => self.db.start(&self.control, node).await,
                 ProcessFault::Pause => self.db.resume(&self.control, node).await,
             }
