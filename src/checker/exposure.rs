@@ -11,6 +11,12 @@
 //!
 //! A run whose package has faults is `unknown` when a start failed (or never completed), or
 //! when no fault took effect at all: it was not exposed to what it claims.
+//!
+//! A fault fired by a log trigger starts by arming (its start's value lists `armed` nodes, no
+//! `nodes`): it takes effect only if its stop's value lists firings (`fired`, each signalled
+//! `ago_ns` before the stop), and is in effect from the earliest firing. An armed trigger that
+//! never fired, or was never disarmed, is a start that did not take effect. A value's
+//! `shortfall` (a sequence's failed steps and unfired triggers) counts the same way.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -121,6 +127,58 @@ fn acted(value: &Value) -> bool {
     })
 }
 
+/// The index in `faults` of `kind` on `target`, added when first met.
+fn slot(faults: &mut Vec<FaultExposure>, kind: &str, target: String) -> usize {
+    match faults
+        .iter()
+        .position(|f| f.kind == kind && f.target == target)
+    {
+        Some(at) => at,
+        None => {
+            faults.push(FaultExposure {
+                kind: kind.to_string(),
+                target,
+                took_effect: 0,
+                faulted_ns: 0,
+            });
+            faults.len() - 1
+        }
+    }
+}
+
+/// The nodes a trigger's start armed (`n1, n2`), when its value is an arming.
+fn armed_nodes(value: &Value) -> Option<String> {
+    if value.get("nodes").is_some() {
+        return None;
+    }
+    let armed = value.get("armed")?.as_array()?;
+    let names: Vec<&str> = armed.iter().filter_map(Value::as_str).collect();
+    Some(names.join(", "))
+}
+
+/// How long before its stop the earliest firing of a trigger signalled, if any did.
+fn earliest_firing_ago(value: &Value) -> Option<u64> {
+    value
+        .get("fired")?
+        .as_array()?
+        .iter()
+        .filter_map(|f| f.get("ago_ns").and_then(Value::as_u64))
+        .max()
+}
+
+/// The shortfalls a value lists (a sequence's failed steps and unfired triggers).
+fn shortfall_of(value: &Value) -> Vec<String> {
+    value
+        .get("shortfall")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Reads the exposure of a run from its history; `planned` says whether its nemesis package
 /// has faults (`None` when unknown: then whether the history has nemesis operations).
 pub fn exposure(ops: &[Op], planned: Option<bool>) -> Exposure {
@@ -137,7 +195,14 @@ pub fn exposure(ops: &[Op], planned: Option<bool>) -> Exposure {
     let mut invoked: BTreeMap<&str, String> = BTreeMap::new();
     let mut active: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
     let mut open_starts: BTreeMap<&str, usize> = BTreeMap::new();
+    // Triggers armed per kind: their target, the start's time and the nodes armed.
+    let mut armed: BTreeMap<&str, (String, u64, String)> = BTreeMap::new();
     for op in &nemesis {
+        if op.kind != OpType::Invoke {
+            for why in shortfall_of(&op.value) {
+                failed_starts.push(format!("{}: {why}", op.f));
+            }
+        }
         if let Some(kind) = op.f.strip_prefix("start-") {
             if op.kind == OpType::Invoke {
                 starts += 1;
@@ -152,29 +217,31 @@ pub fn exposure(ops: &[Op], planned: Option<bool>) -> Exposure {
             let target = invoked.get(kind).cloned().unwrap_or_default();
             if let Some(error) = &op.error {
                 failed_starts.push(format!("{}: {error}", op.f));
+            } else if let Some(nodes) = armed_nodes(&op.value) {
+                armed.insert(kind, (target, op.time, nodes));
             } else if op.kind == OpType::Fail || !acted(&op.value) {
                 failed_starts.push(format!("{}: acted on no database node", op.f));
             } else {
-                let at = match faults
-                    .iter()
-                    .position(|f| f.kind == kind && f.target == target)
-                {
-                    Some(at) => at,
-                    None => {
-                        faults.push(FaultExposure {
-                            kind: kind.to_string(),
-                            target,
-                            took_effect: 0,
-                            faulted_ns: 0,
-                        });
-                        faults.len() - 1
-                    }
-                };
+                let at = slot(&mut faults, kind, target);
                 faults[at].took_effect += 1;
                 active.entry(kind).or_insert((at, op.time));
             }
         } else if let Some(kind) = op.f.strip_prefix("stop-") {
             if op.kind == OpType::Invoke {
+                continue;
+            }
+            if let Some((target, since, nodes)) = armed.remove(kind) {
+                match earliest_firing_ago(&op.value) {
+                    Some(ago) => {
+                        let fired_at = op.time.saturating_sub(ago).max(since);
+                        let at = slot(&mut faults, kind, target);
+                        faults[at].took_effect += 1;
+                        faults[at].faulted_ns += op.time.saturating_sub(fired_at);
+                    }
+                    None => failed_starts.push(format!(
+                        "start-{kind}: trigger armed on {nodes} never fired"
+                    )),
+                }
                 continue;
             }
             if let Some((at, since)) = active.remove(kind) {
@@ -184,6 +251,11 @@ pub fn exposure(ops: &[Op], planned: Option<bool>) -> Exposure {
     }
     for (at, since) in active.into_values() {
         faults[at].faulted_ns += end.saturating_sub(since);
+    }
+    for (kind, (_, _, nodes)) in armed {
+        failed_starts.push(format!(
+            "start-{kind}: trigger armed on {nodes} never disarmed"
+        ));
     }
     for (kind, open) in open_starts {
         for _ in 0..open {
@@ -310,6 +382,64 @@ mod tests {
         assert_eq!(e.shortfall(), None);
         assert_eq!(e.summary(), "no faults");
         assert_eq!(exposure(&[], None).shortfall(), None);
+    }
+
+    #[test]
+    fn a_trigger_counts_from_its_firing_and_an_unfired_one_is_a_shortfall() {
+        let armed = json!({"armed": ["n1", "n2"], "trigger": {"pattern": "NEWLEADER"}});
+        let fired = json!({"armed": ["n1", "n2"], "nodes": ["n2"],
+            "fired": [{"node": "n2", "line": "x", "ago_ns": 3_000_000_000u64}]});
+        let ops = vec![
+            start(0, 1, "kill", "all on /NEWLEADER/"),
+            done(1, 2, "start-kill", armed.clone()),
+            done(2, 12, "stop-kill", fired),
+        ];
+        let e = exposure(&ops, Some(true));
+        assert_eq!(e.shortfall(), None);
+        assert_eq!(e.summary(), "1 kill (all on /NEWLEADER/, 3 s faulted)");
+        let never = json!({"armed": ["n1", "n2"], "nodes": [], "fired": []});
+        let ops = vec![
+            start(0, 1, "kill", "all on /NEWLEADER/"),
+            done(1, 2, "start-kill", armed.clone()),
+            done(2, 12, "stop-kill", never),
+        ];
+        let e = exposure(&ops, Some(true));
+        assert_eq!(
+            e.failed_starts,
+            ["start-kill: trigger armed on n1, n2 never fired"]
+        );
+        assert!(e.summary() == "no faults" && e.shortfall().is_some());
+        let ops = vec![
+            start(0, 1, "pause", "one on /x/"),
+            done(1, 2, "start-pause", armed),
+        ];
+        assert_eq!(
+            exposure(&ops, Some(true)).failed_starts,
+            ["start-pause: trigger armed on n1, n2 never disarmed"]
+        );
+    }
+
+    #[test]
+    fn a_sequence_with_a_shortfall_did_not_fully_take_effect() {
+        let value = json!({"nodes": ["n1"], "steps": [],
+            "shortfall": ["step 3 (kill on all on /NEWLEADER/): trigger armed on n1 never fired"]});
+        let ops = vec![
+            start(0, 1, "sequence", ""),
+            done(1, 30, "start-sequence", value),
+            done(
+                2,
+                32,
+                "stop-sequence",
+                json!({"healed": [], "shortfall": []}),
+            ),
+        ];
+        let e = exposure(&ops, Some(true));
+        assert_eq!(e.summary(), "1 sequence fault (2 s faulted)");
+        assert_eq!(
+            e.shortfall().unwrap(),
+            "1 of 1 fault starts did not take effect; first: start-sequence: step 3 (kill on all \
+             on /NEWLEADER/): trigger armed on n1 never fired"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod agent;
 mod agent_corrupt;
+mod agent_trigger;
 mod check;
 mod check_file;
 mod cluster;
@@ -52,6 +53,9 @@ enum Command {
     /// Damages a server's data file (run on a node by the corrupt nemesis).
     #[command(hide = true)]
     AgentCorrupt(agent_corrupt::AgentCorruptArgs),
+    /// The log-trigger agent (started by a fault with `trigger:`).
+    #[command(hide = true)]
+    AgentTrigger(agent_trigger::AgentTriggerArgs),
     /// Check stored histories: history files (stampede's, Jepsen EDN or logs), results
     /// folders, or folders of them.
     #[command(after_help = check::AFTER_HELP)]
@@ -84,6 +88,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Check(args) => check::run(args),
         Command::AgentNetem(args) => agent::run(args),
         Command::AgentCorrupt(args) => agent_corrupt::run(args),
+        Command::AgentTrigger(args) => agent_trigger::run(args),
         Command::Db(args) => runtime()?.block_on(db::run(args)),
         Command::Exec(args) => runtime()?.block_on(exec::run(args)),
         Command::Heal(args) => runtime()?.block_on(nemesis::heal(args)),

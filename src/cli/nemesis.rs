@@ -66,6 +66,8 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         corrupt: None,
         restart: None,
         reconfig: None,
+        trigger: None,
+        steps: None,
     };
     let aim = nemesis::Aim {
         nodes: control.nodes(),

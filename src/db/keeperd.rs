@@ -319,6 +319,10 @@ impl Db for Keeperd {
             .then(|| format!("{}/faketime", self.home(node)))
     }
 
+    fn server_files(&self, node: &Node) -> Option<crate::db::ServerFiles> {
+        Some(self.process(node).files("keeperd.log"))
+    }
+
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
         self.process(node)
             .collect(control, node, &["keeperd.log"], "data", dir)

@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use crate::control::{Control, Node};
 
 pub use four_letter::{four_letter_word, standing, Mode};
+pub use process::ServerFiles;
 
 /// A ZooKeeper-compatible database on a set of nodes.
 #[async_trait]
@@ -71,6 +72,11 @@ pub trait Db: Send + Sync {
     /// The libfaketime control file of `node`'s server when it runs under a fake clock (the
     /// local cluster), `None` when it uses the node's system clock.
     fn clock_file(&self, node: &Node) -> Option<String>;
+    /// Where the server on `node` logs and how its process is found, for agents that act on
+    /// the node itself (log triggers); `None` when the database cannot say.
+    fn server_files(&self, _node: &Node) -> Option<ServerFiles> {
+        None
+    }
     /// Copies the server's logs and a listing of its data directory into `dir`.
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()>;
 }

@@ -26,7 +26,27 @@ pub fn faketime_env(clock_file: &str) -> String {
     )
 }
 
+/// Where a server logs and how its process is found, for an agent acting on the node itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerFiles {
+    /// The server's log file, followed by log triggers.
+    pub log: String,
+    /// The file holding the server's pid.
+    pub pidfile: String,
+    /// A string the server's command line contains (a reused pid is never signalled).
+    pub marker: String,
+}
+
 impl ServerProcess {
+    /// This server's files, with `log` (a path relative to the home) as its log.
+    pub fn files(&self, log: &str) -> ServerFiles {
+        ServerFiles {
+            log: format!("{}/{log}", self.home),
+            pidfile: format!("{}/server.pid", self.home),
+            marker: self.marker.clone(),
+        }
+    }
+
     /// A shell test that sets `pid` to the server's pid, or fails when it does not run.
     fn find_pid(&self) -> String {
         format!(

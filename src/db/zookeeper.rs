@@ -436,6 +436,10 @@ impl Db for ZooKeeper {
             .then(|| format!("{}/faketime", self.home(node)))
     }
 
+    fn server_files(&self, node: &Node) -> Option<crate::db::ServerFiles> {
+        Some(self.process(node).files("logs/zookeeper.log"))
+    }
+
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
         self.process(node)
             .collect(

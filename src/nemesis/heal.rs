@@ -8,13 +8,13 @@ use anyhow::anyhow;
 use futures::FutureExt;
 
 use super::clock::SKEW_MARKER;
-use super::{clock, corrupt, packet, partition};
+use super::{clock, corrupt, packet, partition, trigger};
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
 
-/// Heals one node: removes partition rules, resumes a paused server, puts back a data file a
-/// corrupt fault damaged if its server is not running, restarts a server that was set up but
-/// is not running. Returns what it did.
+/// Heals one node: removes partition rules, disarms a log trigger, resumes a paused server,
+/// puts back a data file a corrupt fault damaged if its server is not running, restarts a
+/// server that was set up but is not running. Returns what it did.
 async fn heal_node(
     control: &Control,
     db: &dyn Db,
@@ -28,6 +28,9 @@ async fn heal_node(
         .exec(node, &packet::heal_command(node), Retry::Idempotent)
         .await?;
     done.push("network");
+    control
+        .exec(node, &trigger::heal_command(node), Retry::Idempotent)
+        .await?;
     let skewed = match db.clock_file(node) {
         Some(file) => {
             control

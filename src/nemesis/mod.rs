@@ -12,7 +12,10 @@ mod partition;
 mod process;
 mod reconfig;
 mod restart;
+mod sequence;
 mod target;
+mod trigger;
+pub mod trigger_agent;
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -35,7 +38,7 @@ use crate::db::Db;
 /// returned value (what was done, e.g. the grudge of a partition) as the completion's value.
 #[async_trait::async_trait]
 pub trait Nemesis: Send + Sync {
-    /// The fault kind: `partition`, `kill`, `pause`, `clock`, `packet`, `corrupt`, …
+    /// The fault kind: `partition`, `kill`, `pause`, `clock`, `packet`, `corrupt`, `sequence`, …
     fn kind(&self) -> &str;
     /// What the fault aims at, as the package names it (`leader`, `halves`, `n3`), recorded
     /// with each start; empty when it has no target.
@@ -46,6 +49,10 @@ pub trait Nemesis: Send + Sync {
     async fn start(&self) -> anyhow::Result<serde_json::Value>;
     /// Heals the fault injected by the last `start` (a no-op when none is active).
     async fn stop(&self) -> anyhow::Result<serde_json::Value>;
+    /// Whether a fault armed by a log trigger has fired since its start (`false` for others).
+    async fn fired(&self) -> anyhow::Result<bool> {
+        Ok(false)
+    }
 }
 
 /// The fault kinds `build` knows.
@@ -58,6 +65,7 @@ pub const KINDS: &[&str] = &[
     "corrupt",
     "restart",
     "reconfig",
+    "sequence",
 ];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
@@ -86,6 +94,21 @@ pub fn build(
             db,
             PartitionSpec::parse(&fault.target)?,
         )),
+        "kill" | "pause" if fault.trigger.is_some() => Arc::new(trigger::TriggeredNemesis::new(
+            control,
+            db,
+            match fault.kind.as_str() {
+                "kill" => (ProcessFault::Kill, target()?),
+                _ => (ProcessFault::Pause, target()?),
+            },
+            fault.trigger.clone().expect("matched above"),
+        )?),
+        "sequence" => Arc::new(sequence::Sequence::new(
+            fault.steps.as_deref().unwrap_or_default(),
+            &control,
+            db,
+            holder,
+        )?),
         "kill" => Arc::new(ProcessNemesis::new(
             control,
             db,

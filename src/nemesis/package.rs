@@ -11,7 +11,9 @@ use rand::Rng;
 
 use super::clock::ClockMode;
 use super::partition::PartitionSpec;
+use super::sequence::Step;
 use super::target::Target;
+use super::trigger::TriggerConfig;
 use super::{
     ClockConfig, CorruptConfig, HolderView, Nemesis, NetemConfig, ReconfigConfig, RestartConfig,
     KINDS,
@@ -102,6 +104,12 @@ pub struct FaultConfig {
     /// Settings of a `reconfig` fault (default: remove the targeted voters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconfig: Option<ReconfigConfig>,
+    /// Fire a `kill` or `pause` on a line of the server's log instead of at the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<TriggerConfig>,
+    /// The steps of a `sequence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<Step>>,
 }
 
 fn default_target() -> String {
@@ -113,7 +121,7 @@ fn default_target() -> String {
 pub struct FieldError {
     /// The fault's position in `faults`.
     pub fault: usize,
-    /// The field: `kind`, `target`, `netem` or `clock`.
+    /// The field: `kind`, `target`, `netem`, `clock`, `trigger` or `steps`.
     pub field: &'static str,
     /// What is wrong, in a sentence.
     pub message: String,
@@ -153,6 +161,26 @@ impl FaultConfig {
         if self.reconfig.is_some() && kind != "reconfig" {
             let why = "only reconfig faults take reconfig settings";
             return Err(("reconfig", why.to_string()));
+        }
+        if let Some(trigger) = &self.trigger {
+            trigger.check(kind).map_err(|e| ("trigger", e))?;
+            if let Some(aim) = aim {
+                if let Some(node) = crate::db::servers(aim.db, aim.nodes).first() {
+                    if aim.db.server_files(node).is_none() {
+                        let why = format!("{} does not say where its server logs", aim.db.name());
+                        return Err(("trigger", why));
+                    }
+                }
+            }
+        }
+        match (kind, &self.steps) {
+            ("sequence", Some(steps)) => {
+                return super::sequence::check(steps, holders, aim)
+                    .map_err(|e| ("steps", format!("steps{e}")));
+            }
+            ("sequence", None) => return Err(("steps", "a sequence needs steps".to_string())),
+            (_, Some(_)) => return Err(("steps", "only a sequence takes steps".to_string())),
+            _ => {}
         }
         let slow = kind == "packet" && self.netem.as_ref().is_some_and(|n| n.slow_partition);
         let between = match kind {
@@ -436,7 +464,7 @@ mod tests {
         assert_eq!(
             err("faults:\n  - kind: partition\n    target: halves\n  - kind: kil\n    target: one\n"),
             "x.yaml:4: faults[1].kind: unknown nemesis kind \"kil\" (known: partition, kill, pause, \
-             clock, packet, corrupt, restart, reconfig)"
+             clock, packet, corrupt, restart, reconfig, sequence)"
         );
         assert_eq!(
             err("# comment\nfaults:\n  - kind: kill\n    target: sideways\n"),
@@ -464,6 +492,24 @@ mod tests {
         assert_eq!(
             err("faults:\n  - kind: packet\n    netem: {loss: 120}\n"),
             "x.yaml:3: faults[0].netem: netem loss 120 is not a percentage from 0 to 100"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: kill\n    trigger: {pattern: \"NEWLEADER(\"}\n"),
+            "x.yaml:3: faults[0].trigger: pattern \"NEWLEADER(\" is not a regular expression: \
+             error: unclosed group"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: clock\n    trigger: {pattern: x}\n"),
+            "x.yaml:3: faults[0].trigger: only kill and pause faults take a trigger, not clock"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: sequence\n    steps:\n      - {kind: kill}\n      - {heal: 2}\n"),
+            "x.yaml:3: faults[0].steps: steps[1].heal: step 2 is no fault step before it still in \
+             effect"
+        );
+        assert_eq!(
+            err("faults:\n  - kind: sequence\n    steps:\n      - {kind: pause, trigger: {pattern: x, probability: 0}}\n"),
+            "x.yaml:3: faults[0].steps: steps[0].trigger: probability 0 is not above 0 and at most 1"
         );
         assert_eq!(
             err("faults:\n  - kind: partition\n    target: holder\n"),

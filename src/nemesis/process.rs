@@ -19,6 +19,16 @@ pub enum ProcessFault {
     Pause,
 }
 
+impl ProcessFault {
+    /// The fault kind: `kill` or `pause`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            ProcessFault::Kill => "kill",
+            ProcessFault::Pause => "pause",
+        }
+    }
+}
+
 /// Kills or pauses the servers on the targeted nodes while active.
 pub struct ProcessNemesis {
     control: Control,
@@ -53,10 +63,7 @@ impl ProcessNemesis {
 #[async_trait::async_trait]
 impl Nemesis for ProcessNemesis {
     fn kind(&self) -> &str {
-        match self.fault {
-            ProcessFault::Kill => "kill",
-            ProcessFault::Pause => "pause",
-        }
+        self.fault.kind()
     }
 
     fn target(&self) -> String {

@@ -1,0 +1,339 @@
+//! Faults aimed by the server's own log (`trigger:` on a kill or pause): the start arms an
+//! agent on each targeted node (`stampede agent-trigger`) that follows the server's log and,
+//! on a matching line, sends SIGKILL or SIGSTOP to the server itself, within a millisecond or
+//! two; the stop disarms it, collects its firings and heals what it did.
+//!
+//! A start's value lists the nodes `armed` (not `nodes`: nothing was done yet); the stop's
+//! value lists the firings (`fired`, each with `ago_ns`, how long before the collection it
+//! signalled, by the node's own clock) and the nodes healed (`nodes`). An armed trigger that
+//! never fired did not take effect (see `checker::exposure`).
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::agent::{self, AGENT_PATH};
+use super::process::ProcessFault;
+use super::target::Target;
+use super::trigger_agent::Fired;
+use super::Nemesis;
+use crate::control::shell::quote;
+use crate::control::{Control, Node, Retry};
+use crate::db::Db;
+
+/// When a fault fires: on a line of the server's log matching `pattern`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerConfig {
+    /// A regular expression (Rust `regex` syntax) matched against each new log line.
+    pub pattern: String,
+    /// Wait between seeing the line and signalling, in milliseconds.
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// A random extra wait, uniform from 0 to this many milliseconds (to sweep a window).
+    #[serde(default)]
+    pub jitter_ms: u64,
+    /// Signals sent at most per node while armed.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Chance that a matching line fires, above 0 and at most 1.
+    #[serde(default = "certain")]
+    pub probability: f64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn certain() -> f64 {
+    1.0
+}
+
+impl TriggerConfig {
+    /// Checks the trigger for a fault of `kind`; the error is a sentence.
+    pub fn check(&self, kind: &str) -> Result<regex::Regex, String> {
+        if !matches!(kind, "kill" | "pause") {
+            return Err(format!(
+                "only kill and pause faults take a trigger, not {kind}"
+            ));
+        }
+        if self.count == 0 {
+            return Err("count 0 never fires; give at least 1".into());
+        }
+        if !(self.probability > 0.0 && self.probability <= 1.0) {
+            return Err(format!(
+                "probability {} is not above 0 and at most 1",
+                self.probability
+            ));
+        }
+        regex::Regex::new(&self.pattern).map_err(|e| {
+            let why = e.to_string();
+            let last = why.lines().last().unwrap_or_default().trim().to_string();
+            format!(
+                "pattern {:?} is not a regular expression: {last}",
+                self.pattern
+            )
+        })
+    }
+}
+
+/// Where the agent keeps its pid file, output and firings on a node (by host: local nodes
+/// share a disk).
+fn agent_file(node: &Node, ext: &str) -> String {
+    format!("/var/lib/stampede/trigger/{}.{ext}", node.host)
+}
+
+/// The shell command that kills `node`'s trigger agent (by pid, its command line checked) and
+/// prints the node's clock (`now=<ns>`) then the firings it recorded, which it removes.
+fn disarm_command(node: &Node) -> String {
+    format!(
+        "f={pid}; if [ -f $f ]; then p=$(cat $f); grep -q agent-trigger /proc/$p/cmdline 2>/dev/null && kill -9 $p; rm -f $f; fi; \
+         echo now=$(date +%s%N); cat {rec} 2>/dev/null; rm -f {rec}; true",
+        pid = quote(&agent_file(node, "pid")),
+        rec = quote(&agent_file(node, "jsonl")),
+    )
+}
+
+/// The shell command `stampede heal` runs: disarms `node`'s trigger agent, if any.
+pub fn heal_command(node: &Node) -> String {
+    disarm_command(node)
+}
+
+/// A kill or pause that fires on a line of the targeted servers' logs.
+pub struct TriggeredNemesis {
+    control: Control,
+    db: Arc<dyn Db>,
+    /// What is done, and to which servers.
+    aim: (ProcessFault, Target),
+    trigger: TriggerConfig,
+    armed: Mutex<Vec<Node>>,
+}
+
+impl TriggeredNemesis {
+    /// `fault` on the servers `target` picks, fired by `trigger`.
+    pub fn new(
+        control: Control,
+        db: Arc<dyn Db>,
+        aim: (ProcessFault, Target),
+        trigger: TriggerConfig,
+    ) -> anyhow::Result<TriggeredNemesis> {
+        let check = trigger.check(aim.0.kind());
+        check.map_err(|e| anyhow::anyhow!("trigger: {e}"))?;
+        let armed = Mutex::default();
+        #[rustfmt::skip]
+        let nemesis = TriggeredNemesis { control, db, aim, trigger, armed };
+        Ok(nemesis)
+    }
+
+    /// The command that starts the agent on `node`, reading its log from the end it has now.
+    fn arm_command(&self, node: &Node) -> anyhow::Result<String> {
+        let files = self.db.server_files(node).with_context(|| {
+            format!(
+                "trigger: {} does not say where its server logs",
+                self.db.name()
+            )
+        })?;
+        let signal = match self.aim.0 {
+            ProcessFault::Kill => "KILL",
+            ProcessFault::Pause => "STOP",
+        };
+        Ok(format!(
+            "mkdir -p /var/lib/stampede/trigger || exit 1; rm -f {rec}; \
+             from=$(stat -c %s {log} 2>/dev/null || echo 0); \
+             setsid nohup {AGENT_PATH} agent-trigger --log {log} --from $from --pidfile {pidfile} --marker {marker} \
+             --pattern {pattern} --signal {signal} --delay-ms {delay} --jitter-ms {jitter} --count {count} --probability {probability} --record {rec} \
+             > {out} 2>&1 < /dev/null & echo $! > {pid}; sleep 0.2; kill -0 $(cat {pid}) || {{ cat {out}; exit 1; }}",
+            rec = quote(&agent_file(node, "jsonl")),
+            log = quote(&files.log),
+            pidfile = quote(&files.pidfile),
+            marker = quote(&files.marker),
+            pattern = quote(&self.trigger.pattern),
+            delay = self.trigger.delay_ms,
+            jitter = self.trigger.jitter_ms,
+            count = self.trigger.count,
+            probability = self.trigger.probability,
+            out = quote(&agent_file(node, "out")),
+            pid = quote(&agent_file(node, "pid")),
+        ))
+    }
+
+    /// Disarms the agent on `node` and returns its firings that signalled, each with how long
+    /// before now (by the node's clock) it signalled.
+    async fn disarm(&self, node: &Node) -> anyhow::Result<Vec<serde_json::Value>> {
+        let out = self
+            .control
+            .exec(node, &disarm_command(node), Retry::Idempotent)
+            .await?;
+        Ok(parse_firings(&node.name, &out))
+    }
+}
+
+/// The firings in a disarm command's output (`now=<ns>` then JSON lines) that signalled, as
+/// recorded in the stop's value.
+fn parse_firings(node: &str, out: &str) -> Vec<serde_json::Value> {
+    let mut lines = out.lines();
+    let now: u64 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("now="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    lines
+        .filter_map(|l| serde_json::from_str::<Fired>(l).ok())
+        .filter_map(|f| {
+            let signalled = f.signalled_ns?;
+            Some(json!({
+                "node": node,
+                "line": f.line,
+                "seen_ns": f.seen_ns,
+                "waited_ns": f.waited_ns,
+                "signalled_ns": signalled,
+                "ago_ns": now.saturating_sub(signalled),
+            }))
+        })
+        .collect()
+}
+
+#[async_trait::async_trait]
+impl Nemesis for TriggeredNemesis {
+    fn kind(&self) -> &str {
+        self.aim.0.kind()
+    }
+
+    fn target(&self) -> String {
+        format!("{} on /{}/", self.aim.1, self.trigger.pattern)
+    }
+
+    /// Arms an agent on each picked node running the database.
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        let picked = self
+            .aim
+            .1
+            .pick(self.control.nodes(), self.db.as_ref())
+            .await?;
+        let arms = picked.iter().map(|node| async move {
+            let cmd = self.arm_command(node)?;
+            agent::install(&self.control, node).await?;
+            self.control
+                .exec(node, &cmd, Retry::Once)
+                .await
+                .with_context(|| format!("cannot arm the trigger on {}", node.name))
+        });
+        let results = futures::future::join_all(arms).await;
+        let mut armed = Vec::new();
+        let mut first_error = None;
+        for (node, result) in picked.iter().zip(results) {
+            match result {
+                Ok(_) => armed.push(node.clone()),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        self.armed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(armed.iter().cloned());
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        let names: Vec<&str> = armed.iter().map(|n| n.name.as_str()).collect();
+        Ok(json!({ "armed": names, "trigger": self.trigger }))
+    }
+
+    async fn fired(&self) -> anyhow::Result<bool> {
+        let armed = self.armed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for node in &armed {
+            let cmd = format!(
+                "grep -c '\"signalled_ns\":[0-9]' {} 2>/dev/null || true",
+                quote(&agent_file(node, "jsonl"))
+            );
+            let count = self.control.exec(node, &cmd, Retry::Idempotent).await?;
+            if count.trim().parse::<u32>().unwrap_or(0) > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Disarms every agent, collects the firings, and heals the servers that were signalled.
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        let armed = std::mem::take(&mut *self.armed.lock().unwrap_or_else(|p| p.into_inner()));
+        let disarms = armed.iter().map(|node| self.disarm(node));
+        let mut fired = Vec::new();
+        let mut hit = Vec::new();
+        for (node, result) in armed.iter().zip(futures::future::join_all(disarms).await) {
+            let firings = result?;
+            if !firings.is_empty() {
+                hit.push(node.clone());
+            }
+            fired.extend(firings);
+        }
+        let heals = hit.iter().map(|node| async move {
+            match self.aim.0 {
+                ProcessFault::Kill => self.db.start(&self.control, node).await,
+                ProcessFault::Pause => self.db.resume(&self.control, node).await,
+            }
+        });
+        for result in futures::future::join_all(heals).await {
+            result?;
+        }
+        let names =
+            |nodes: &[Node]| -> Vec<String> { nodes.iter().map(|n| n.name.clone()).collect() };
+        Ok(json!({ "armed": names(&armed), "fired": fired, "nodes": names(&hit) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trigger_is_checked_for_its_kind_pattern_count_and_probability() {
+        let t = |pattern: &str| TriggerConfig {
+            pattern: pattern.into(),
+            delay_ms: 0,
+            jitter_ms: 0,
+            count: 1,
+            probability: 1.0,
+        };
+        assert!(t("NEWLEADER").check("kill").is_ok());
+        assert!(t("NEWLEADER").check("pause").is_ok());
+        assert_eq!(
+            t("x").check("partition").unwrap_err(),
+            "only kill and pause faults take a trigger, not partition"
+        );
+        let bad = t("received (NEWLEADER").check("kill").unwrap_err();
+        assert!(
+            bad.starts_with("pattern \"received (NEWLEADER\" is not a regular expression: ")
+                && !bad.contains('\n'),
+            "{bad}"
+        );
+        let mut never = t("x");
+        never.count = 0;
+        assert!(never.check("kill").unwrap_err().starts_with("count 0"));
+        let mut odds = t("x");
+        odds.probability = 1.5;
+        assert!(odds
+            .check("kill")
+            .unwrap_err()
+            .starts_with("probability 1.5"));
+    }
+
+    #[test]
+    fn firings_are_read_with_the_time_since_they_signalled() {
+        let out = "now=5000\n\
+                   {\"line\":\"a\",\"seen_ns\":1000,\"signalled_ns\":1200,\"pid\":7}\n\
+                   {\"line\":\"b\",\"seen_ns\":2000,\"signalled_ns\":null,\"pid\":null}\n";
+        let fired = parse_firings("n2", out);
+        assert_eq!(
+            fired,
+            [
+                json!({"node": "n2", "line": "a", "seen_ns": 1000, "waited_ns": 0, "signalled_ns": 1200,
+                "ago_ns": 3800})
+            ]
+        );
+        assert!(parse_firings("n2", "now=5000\n").is_empty());
+    }
+}
