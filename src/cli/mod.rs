@@ -1,6 +1,7 @@
 //! The command line: parses arguments and hands each subcommand to its stage.
 
 mod agent;
+mod agent_lazyfs;
 mod check;
 mod check_file;
 mod cluster;
@@ -48,6 +49,9 @@ enum Command {
     /// The packet-fault agent run on nodes without netem (started by the packet nemesis).
     #[command(hide = true)]
     AgentNetem(agent::AgentArgs),
+    /// The un-fsynced-data layer run on nodes (by the lose-unfsynced nemesis).
+    #[command(hide = true)]
+    AgentLazyfs(agent_lazyfs::AgentLazyfsArgs),
     /// Check stored histories: history files (stampede's, Jepsen EDN or logs), results
     /// folders, or folders of them.
     #[command(after_help = check::AFTER_HELP)]
@@ -79,6 +83,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Cluster(args) => cluster::run(args),
         Command::Check(args) => check::run(args),
         Command::AgentNetem(args) => agent::run(args),
+        Command::AgentLazyfs(args) => agent_lazyfs::run(args),
         Command::Db(args) => runtime()?.block_on(db::run(args)),
         Command::Exec(args) => runtime()?.block_on(exec::run(args)),
         Command::Heal(args) => runtime()?.block_on(nemesis::heal(args)),

@@ -218,7 +218,7 @@ impl ZooKeeper {
 
     async fn configure(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
         let home = self.home(node);
-        let data = format!("{home}/data");
+        let data = self.data_dir(node);
         control
             .exec(
                 node,
@@ -352,6 +352,10 @@ impl Db for ZooKeeper {
         self.cfg
             .faketime
             .then(|| format!("{}/faketime", self.home(node)))
+    }
+
+    fn data_dir(&self, node: &Node) -> String {
+        format!("{}/data", self.home(node))
     }
 
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {

@@ -4,6 +4,7 @@ mod agent;
 mod clock;
 mod grudge;
 mod heal;
+pub mod lazyfs;
 pub mod nfqueue;
 mod package;
 mod packet;
@@ -43,7 +44,14 @@ pub trait Nemesis: Send + Sync {
 }
 
 /// The fault kinds `build` knows.
-pub const KINDS: &[&str] = &["partition", "kill", "pause", "clock", "packet"];
+pub const KINDS: &[&str] = &[
+    "partition",
+    "kill",
+    "pause",
+    "clock",
+    "packet",
+    lazyfs::KIND,
+];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
 /// [`PartitionSpec`] for targets).
@@ -95,6 +103,7 @@ pub fn build(
             target()?,
             fault.netem.clone().unwrap_or_default(),
         )?),
+        lazyfs::KIND => Arc::new(lazyfs::LoseUnsynced::new(control, db, target()?)),
         other => anyhow::bail!(
             "unknown nemesis kind {other:?} (known: {})",
             KINDS.join(", ")
