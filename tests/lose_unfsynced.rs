@@ -10,42 +10,15 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{keeperd_binary, last_line, text, TestCluster};
+use common::{failpoints_binary, keeperd_binary, last_line, text, TestCluster};
 
 fn fixture() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/lose-unfsynced/all.yaml")
         .display()
         .to_string()
-}
-
-/// keeperd built with its failpoints, made once with cargo in this workspace's target dir.
-fn failpoints_binary() -> &'static str {
-    static BUILT: OnceLock<String> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("keeperd/Cargo.toml");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = std::process::Command::new(cargo);
-        build
-            .args(["build", "-p", "keeperd", "--features", "failpoints"])
-            .args(["--bin", "keeperd-failpoints", "--manifest-path"])
-            .arg(&manifest);
-        if dir.file_name().is_some_and(|p| p == "release") {
-            build.arg("--release");
-        }
-        let out = build.output().expect("cannot run cargo");
-        assert!(
-            out.status.success(),
-            "building keeperd-failpoints failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir.join("keeperd-failpoints").display().to_string()
-    })
 }
 
 /// Every server loses power 5 s in, and comes back 3 s later.

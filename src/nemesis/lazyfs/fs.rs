@@ -194,6 +194,21 @@ impl LazyFs {
         state.handles.get(&fh.0).cloned().ok_or(Errno::EBADF)
     }
 
+    /// Removes `name` from `parent` with `remove` (a file or a directory) and forgets it.
+    fn remove(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        remove: impl FnOnce(&Path) -> io::Result<()>,
+    ) -> Result<(), Errno> {
+        let mut state = self.lock();
+        let relative = Self::child(&state, parent, name)?;
+        let before = fs::symlink_metadata(self.real(&relative)).ok();
+        remove(&self.real(&relative)).map_err(Errno::from)?;
+        self.forget_if_gone(&mut state, &relative, before);
+        Ok(())
+    }
+
     fn fsync_inode(&self, ino: INodeNo, fh: FileHandle, datasync: bool) -> Result<(), Errno> {
         let mut state = self.lock();
         match state.unsynced.remove(&ino.0) {
@@ -347,28 +362,14 @@ impl Filesystem for LazyFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut state = self.lock();
-        let result = Self::child(&state, parent, name).and_then(|p| {
-            let before = fs::symlink_metadata(self.real(&p)).ok();
-            fs::remove_file(self.real(&p)).map_err(Errno::from)?;
-            self.forget_if_gone(&mut state, &p, before);
-            Ok(())
-        });
-        match result {
+        match self.remove(parent, name, |p| fs::remove_file(p)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut state = self.lock();
-        let result = Self::child(&state, parent, name).and_then(|p| {
-            let before = fs::symlink_metadata(self.real(&p)).ok();
-            fs::remove_dir(self.real(&p)).map_err(Errno::from)?;
-            self.forget_if_gone(&mut state, &p, before);
-            Ok(())
-        });
-        match result {
+        match self.remove(parent, name, |p| fs::remove_dir(p)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
