@@ -7,7 +7,10 @@
 //! the first write is acknowledged by the others.
 //!
 //! Run: `cargo bench -p keeperd --bench vs_zookeeper [-- --servers 3] [--seconds 3]
-//! [--op create] [--only keeperd] [--failovers 3] [--keep]`
+//! [--op create] [--only keeperd] [--failovers 3] [--keep] [--lazyfs STAMPEDE]`
+//! `--lazyfs` runs each database a second time with its data directories on
+//! stampede's lose-unfsynced FUSE layer (`STAMPEDE agent-lazyfs`, as root),
+//! all four taking turns, and prints the layer's overhead.
 //! Every server listens on 127.0.0.1 ports picked free; all fsync their log.
 //! `--keep` leaves the servers' folders (data, zoo.cfg, server.log) in the
 //! temp dir, with keeperd logging at info level (elections, syncs, timings).
@@ -60,6 +63,8 @@ fn keep() -> bool {
 struct ServerProcess {
     name: &'static str,
     child: Option<Child>,
+    /// The lazyfs agent serving the data directory, if it is on the layer.
+    layer: Option<Child>,
     port: u16,
     dir: PathBuf,
     cfg: PathBuf,
@@ -81,7 +86,7 @@ impl ServerProcess {
             .append(true)
             .open(self.dir.join("server.log"))
             .unwrap();
-        let mut cmd = if self.name == "keeperd" {
+        let mut cmd = if self.name.starts_with("keeperd") {
             let mut c = Command::new(env!("CARGO_BIN_EXE_keeperd"));
             c.env("RUST_LOG", if keep() { "info" } else { "warn" })
                 .arg(&self.cfg);
@@ -128,6 +133,12 @@ impl ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.kill();
+        if let Some(mut agent) = self.layer.take() {
+            // SAFETY: a signal to our own child; no memory is involved. On SIGTERM the
+            // agent unmounts its layer and exits.
+            unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
+            let _ = agent.wait();
+        }
         if !keep() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
@@ -155,8 +166,40 @@ fn four(port: u16, word: &str) -> String {
 
 /// Starts `name` (keeperd or zookeeper) on `n` servers: standalone for
 /// one, else an ensemble (server.N lines, myid), and waits until they serve.
-fn start(name: &'static str, n: usize) -> Vec<ServerProcess> {
-    let root = std::env::temp_dir().join(format!("keeperd-bench-{name}-{}", std::process::id()));
+/// Mounts stampede's lazyfs layer (`stampede` is its binary) over `data`, its files in
+/// `data.lazyfs`; returns the agent once the layer answers.
+fn mount_layer(stampede: &Path, data: &Path) -> Child {
+    let backing = data.with_extension("lazyfs");
+    let port = data.with_extension("lazyfs.port");
+    std::fs::create_dir_all(&backing).unwrap();
+    let agent = Command::new(stampede)
+        .arg("agent-lazyfs")
+        .arg("--backing")
+        .arg(&backing)
+        .arg("--mount")
+        .arg(data)
+        .arg("--port-file")
+        .arg(&port)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the lazyfs agent");
+    let t = Instant::now();
+    while !port.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the layer did not mount"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    agent
+}
+
+fn start(name: &'static str, n: usize, layer: Option<&Path>) -> Vec<ServerProcess> {
+    let root = std::env::temp_dir().join(format!(
+        "keeperd-bench-{}-{}",
+        name.replace('+', "-"),
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&root);
     let peers: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
     let mut servers = String::new();
@@ -169,6 +212,7 @@ fn start(name: &'static str, n: usize) -> Vec<ServerProcess> {
     for i in 1..=n {
         let dir = root.join(format!("s{i}"));
         std::fs::create_dir_all(dir.join("data")).unwrap();
+        let agent = layer.map(|stampede| mount_layer(stampede, &dir.join("data")));
         std::fs::write(dir.join("data/myid"), format!("{i}\n")).unwrap();
         let port = free_port();
         let cfg = dir.join("zoo.cfg");
@@ -183,6 +227,7 @@ fn start(name: &'static str, n: usize) -> Vec<ServerProcess> {
         let mut server = ServerProcess {
             name,
             child: None,
+            layer: agent,
             port,
             dir,
             cfg,
@@ -437,6 +482,7 @@ fn main() {
     let mut ops = OPS.to_vec();
     let mut n = 1;
     let mut failovers = 3;
+    let mut lazyfs: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     let number = |v: Option<String>, what: &str| -> f64 {
         v.and_then(|s| s.parse().ok())
@@ -453,6 +499,7 @@ fn main() {
                 assert!(!ops.is_empty(), "--op takes create, setData or getData");
             }
             "--keep" => KEEP.store(true, std::sync::atomic::Ordering::Relaxed),
+            "--lazyfs" => lazyfs = Some(args.next().expect("--lazyfs takes a path").into()),
             "--only" => {
                 let only = args.next().expect("--only takes keeperd or zookeeper");
                 names.retain(|s| *s == only);
@@ -469,7 +516,20 @@ fn main() {
     let mut rows = Vec::new();
     // Both databases run side by side and take turns within each cell, so
     // both see the same background load on this shared machine.
-    let mut dbs: Vec<Vec<ServerProcess>> = names.iter().map(|name| start(name, n)).collect();
+    let mut dbs: Vec<Vec<ServerProcess>> = names.iter().map(|name| start(name, n, None)).collect();
+    if let Some(stampede) = &lazyfs {
+        let on_layer: Vec<&'static str> = names
+            .iter()
+            .map(|name| match *name {
+                "keeperd" => "keeperd+lazyfs",
+                _ => "zookeeper+lazyfs",
+            })
+            .collect();
+        for name in &on_layer {
+            dbs.push(start(name, n, Some(stampede)));
+        }
+        names.extend(on_layer);
+    }
     let ports: Vec<Vec<u16>> = dbs
         .iter()
         .map(|servers| servers.iter().map(|s| s.port).collect())
@@ -510,7 +570,10 @@ fn main() {
             }
         }
     }
-    if names.len() < 2 {
+    if lazyfs.is_some() {
+        print_layer_overhead(&rows, &ops);
+    }
+    if !(names.contains(&"keeperd") && names.contains(&"zookeeper")) {
         return;
     }
     println!("{n} server(s) each:\n");
@@ -544,7 +607,7 @@ fn main() {
             hwm / 1024
         );
     }
-    for name in &names {
+    for name in names.iter().filter(|n| !n.ends_with("+lazyfs")) {
         let mut times: Vec<Duration> = failover_times
             .iter()
             .filter(|(n, _)| n == name)
@@ -561,4 +624,36 @@ fn main() {
             times[times.len() / 2].as_millis()
         );
     }
+}
+
+/// The lazyfs layer's cost: each database's throughput and latency on plain disk and on the
+/// layer, side by side.
+fn print_layer_overhead(rows: &[(&str, &str, usize, CellResult)], ops: &[&str]) {
+    println!("| database | op | sessions | plain ops/s | on lazyfs ops/s | change | plain p50 / p99 ms | lazyfs p50 / p99 ms |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for db in ["keeperd", "zookeeper"] {
+        let layered = format!("{db}+lazyfs");
+        for &op in ops {
+            for &sessions in SESSIONS {
+                let find = |s: &str| {
+                    rows.iter()
+                        .find(|r| r.0 == s && r.1 == op && r.2 == sessions)
+                        .map(|r| &r.3)
+                };
+                let (Some(plain), Some(layer)) = (find(db), find(&layered)) else {
+                    continue;
+                };
+                let (p, l) = (plain.ops as f64 / plain.secs, layer.ops as f64 / layer.secs);
+                println!(
+                    "| {db} | {op} | {sessions} | {p:.0} | {l:.0} | {:+.0}% | {:.2} / {:.2} | {:.2} / {:.2} |",
+                    (l / p - 1.0) * 100.0,
+                    plain.p50.as_secs_f64() * 1e3,
+                    plain.p99.as_secs_f64() * 1e3,
+                    layer.p50.as_secs_f64() * 1e3,
+                    layer.p99.as_secs_f64() * 1e3
+                );
+            }
+        }
+    }
+    println!();
 }

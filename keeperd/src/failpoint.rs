@@ -41,11 +41,16 @@ pub enum Failpoint {
     /// its watchers but one: that client's watch is consumed (or its persistent stream goes
     /// on) without the event.
     DropWatchEvent,
+    /// The transaction log is never fsync'd (its segments and their directory): writes are
+    /// acknowledged once in the page cache and a power loss takes them back. The epoch
+    /// files are still synced (an empty epoch file after a loss makes the server refuse to
+    /// start, which would hide the lost writes), and so are snapshots.
+    SkipFsync,
 }
 
 impl Failpoint {
     /// Every failpoint.
-    pub const ALL: [Failpoint; 8] = [
+    pub const ALL: [Failpoint; 9] = [
         Failpoint::AckBeforeDurable,
         Failpoint::SkipTrunc,
         Failpoint::CommitBeforeQuorum,
@@ -54,6 +59,7 @@ impl Failpoint {
         Failpoint::StaleZnode,
         Failpoint::KeepEphemeral,
         Failpoint::DropWatchEvent,
+        Failpoint::SkipFsync,
     ];
 
     /// Its name in the config.
@@ -67,6 +73,7 @@ impl Failpoint {
             Failpoint::StaleZnode => "stale-znode",
             Failpoint::KeepEphemeral => "keep-ephemeral",
             Failpoint::DropWatchEvent => "drop-watch-event",
+            Failpoint::SkipFsync => "skip-fsync",
         }
     }
 }

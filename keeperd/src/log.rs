@@ -83,8 +83,8 @@ impl Segment {
             filled: SEGMENT_MAGIC.len() as u64,
         };
         segment.fill_to(segment.pos + 1)?;
-        segment.file.sync_all()?;
-        sync_dir(dir)?;
+        unless_skipped(|| segment.file.sync_all())?;
+        unless_skipped(|| sync_dir(dir))?;
         Ok(segment)
     }
 
@@ -107,7 +107,7 @@ impl Segment {
     }
 
     fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
+        unless_skipped(|| self.file.sync_data())
     }
 }
 
@@ -274,6 +274,15 @@ fn fatal(what: &str, e: io::Error) -> ! {
     );
     eprintln!("keeperd: fatal: {what}: {e}");
     std::process::exit(2);
+}
+
+/// Runs a sync of the log, unless the failpoint `skip-fsync` is on.
+fn unless_skipped(sync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+    if crate::failpoint::active(crate::failpoint::Failpoint::SkipFsync) {
+        Ok(())
+    } else {
+        sync()
+    }
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {

@@ -2,6 +2,7 @@
 
 mod agent;
 mod agent_corrupt;
+mod agent_lazyfs;
 mod agent_trigger;
 mod check;
 mod check_file;
@@ -56,6 +57,9 @@ enum Command {
     /// The log-trigger agent (started by a fault with `trigger:`).
     #[command(hide = true)]
     AgentTrigger(agent_trigger::AgentTriggerArgs),
+    /// The un-fsynced-data layer run on nodes (by the lose-unfsynced nemesis).
+    #[command(hide = true)]
+    AgentLazyfs(agent_lazyfs::AgentLazyfsArgs),
     /// Check stored histories: history files (stampede's, Jepsen EDN or logs), results
     /// folders, or folders of them.
     #[command(after_help = check::AFTER_HELP)]
@@ -89,6 +93,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::AgentNetem(args) => agent::run(args),
         Command::AgentCorrupt(args) => agent_corrupt::run(args),
         Command::AgentTrigger(args) => agent_trigger::run(args),
+        Command::AgentLazyfs(args) => agent_lazyfs::run(args),
         Command::Db(args) => runtime()?.block_on(db::run(args)),
         Command::Exec(args) => runtime()?.block_on(exec::run(args)),
         Command::Heal(args) => runtime()?.block_on(nemesis::heal(args)),

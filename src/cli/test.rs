@@ -134,6 +134,7 @@ fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
         .db
         .build(&args.targets, control.nodes().to_vec())?
         .into();
+    let db = nemesis::lazyfs::for_package(&nemesis_config, db);
     let aim = nemesis::Aim {
         nodes: control.nodes(),
         db: db.as_ref(),

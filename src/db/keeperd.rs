@@ -184,7 +184,8 @@ impl Keeperd {
         control
             .upload(node, binary.to_vec(), &format!("{home}/keeperd"), 0o755)
             .await?;
-        let config = render_config(&self.cfg, &self.nodes, node, &format!("{home}/data"));
+        let data = self.data_dir(node);
+        let config = render_config(&self.cfg, &self.nodes, node, &data);
         control
             .upload(
                 node,
@@ -195,7 +196,7 @@ impl Keeperd {
             .await?;
         let myid = format!("{}\n", self.myid(node)?);
         control
-            .upload(node, myid.into_bytes(), &format!("{home}/data/myid"), 0o644)
+            .upload(node, myid.into_bytes(), &format!("{data}/myid"), 0o644)
             .await?;
         if let Some(file) = self.clock_file(node) {
             control
@@ -321,6 +322,10 @@ impl Db for Keeperd {
 
     fn server_files(&self, node: &Node) -> Option<crate::db::ServerFiles> {
         Some(self.process(node).files("keeperd.log"))
+    }
+
+    fn data_dir(&self, node: &Node) -> String {
+        format!("{}/data", self.home(node))
     }
 
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {

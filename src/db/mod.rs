@@ -77,12 +77,16 @@ pub trait Db: Send + Sync {
     fn server_files(&self, _node: &Node) -> Option<ServerFiles> {
         None
     }
+
+    /// The server's data directory on `node` (its log, snapshots and `myid`).
+    fn data_dir(&self, node: &Node) -> String;
     /// Copies the server's logs and a listing of its data directory into `dir`.
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()>;
 }
 
-/// Stops the servers on `nodes` (resuming paused ones first) and removes each server's
-/// directory, `home(node)`: the teardown of every database here.
+/// Stops the servers on `nodes` (resuming paused ones first), unmounts what is mounted under
+/// each server's directory, `home(node)` (a layer under its data), and removes the
+/// directory: the teardown of every database here.
 pub async fn remove_servers(
     db: &dyn Db,
     control: &Control,
@@ -94,7 +98,11 @@ pub async fn remove_servers(
         async move {
             db.resume(control, node).await?;
             db.stop(control, node).await?;
-            let rm = format!("rm -rf {}", crate::control::shell::quote(&home));
+            let rm = format!(
+                "awk -v h={home}/ 'index($2, h) == 1 {{print $2}}' /proc/self/mounts | \
+                 while read -r m; do umount \"$m\" 2>/dev/null || umount -l \"$m\"; done; rm -rf {home}",
+                home = crate::control::shell::quote(&home)
+            );
             control
                 .exec(node, &rm, crate::control::Retry::Idempotent)
                 .await?;

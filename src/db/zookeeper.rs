@@ -286,7 +286,7 @@ impl ZooKeeper {
 
     async fn configure(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
         let home = self.home(node);
-        let data = format!("{home}/data");
+        let data = self.data_dir(node);
         control
             .exec(
                 node,
@@ -438,6 +438,10 @@ impl Db for ZooKeeper {
 
     fn server_files(&self, node: &Node) -> Option<crate::db::ServerFiles> {
         Some(self.process(node).files("logs/zookeeper.log"))
+    }
+
+    fn data_dir(&self, node: &Node) -> String {
+        format!("{}/data", self.home(node))
     }
 
     async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {

@@ -5,6 +5,7 @@ mod clock;
 pub mod corrupt;
 mod grudge;
 mod heal;
+pub mod lazyfs;
 pub mod nfqueue;
 mod package;
 mod packet;
@@ -66,6 +67,7 @@ pub const KINDS: &[&str] = &[
     "restart",
     "reconfig",
     "sequence",
+    lazyfs::KIND,
 ];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
@@ -151,6 +153,7 @@ pub fn build(
             target()?,
             fault.reconfig.clone().unwrap_or_default(),
         )),
+        lazyfs::KIND => Arc::new(lazyfs::LoseUnsynced::new(control, db, target()?)),
         other => anyhow::bail!(
             "unknown nemesis kind {other:?} (known: {})",
             KINDS.join(", ")

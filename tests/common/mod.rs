@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 /// A local cluster that one test target makes for itself.
 ///
@@ -265,4 +266,40 @@ pub fn serve_page(results: &Path, path: &str) -> String {
     let _ = child.kill();
     let _ = child.wait();
     page.unwrap_or_else(|| panic!("stampede serve did not answer {path} (first line {line:?})"))
+}
+
+/// The directory of the binaries cargo built for this workspace (`target/<profile>`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// keeperd built with its failpoints, made once with cargo in this workspace's target dir.
+pub fn failpoints_binary() -> &'static str {
+    static BUILT: OnceLock<String> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = profile_dir();
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("keeperd/Cargo.toml");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = std::process::Command::new(cargo);
+        build
+            .args(["build", "-p", "keeperd", "--features", "failpoints"])
+            .args(["--bin", "keeperd-failpoints", "--manifest-path"])
+            .arg(&manifest);
+        if dir.file_name().is_some_and(|p| p == "release") {
+            build.arg("--release");
+        }
+        let out = build.output().expect("cannot run cargo");
+        assert!(
+            out.status.success(),
+            "building keeperd-failpoints failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let binary = dir.join("keeperd-failpoints");
+        assert!(binary.exists(), "{} was not built", binary.display());
+        binary.display().to_string()
+    })
 }
