@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::agent::{self, AGENT_PATH};
+use super::agent;
 use super::grudge::{self, Shape};
 use super::target::Target;
 use super::Nemesis;
@@ -116,10 +116,15 @@ const HAS_NETEM: &str = "tc qdisc add dev lo root netem delay 0ms 2>/dev/null &&
 
 /// Commands that start the queue agent on a node and send its outgoing packets (all but SSH
 /// and loopback, or only those to `towards`) through it; `pidfile` is the node's own.
-fn queue_command(node: &Node, netem: &NetemConfig, towards: Option<&[&Node]>) -> String {
+fn queue_command(
+    agent: &str,
+    node: &Node,
+    netem: &NetemConfig,
+    towards: Option<&[&Node]>,
+) -> String {
     let pidfile = agent_pidfile(node);
     let mut cmd = format!(
-        "mkdir -p /var/lib/stampede/netem || exit 1; setsid nohup {AGENT_PATH} agent-netem --queue {QUEUE} --delay-ms {} --jitter-ms {} --loss {} \
+        "mkdir -p /var/lib/stampede/netem || exit 1; setsid nohup {agent} agent-netem --queue {QUEUE} --delay-ms {} --jitter-ms {} --loss {} \
          > /var/lib/stampede/netem/{host}.log 2>&1 < /dev/null & echo $! > {pid}; sleep 0.3; {{ kill -0 $(cat {pid}) || {{ echo \"the queue agent exited: $(tail -c 300 /var/lib/stampede/netem/{host}.log)\" >&2; false; }}; }} && \
          iptables -w -t mangle -N STAMPEDE-NETEM && iptables -w -t mangle -I OUTPUT -j STAMPEDE-NETEM && \
          iptables -w -t mangle -A STAMPEDE-NETEM -o lo -j RETURN && iptables -w -t mangle -A STAMPEDE-NETEM -p tcp --sport 22 -j RETURN",
@@ -268,8 +273,8 @@ impl PacketNemesis {
             "on {}: the kernel has no netem, and the queue agent cannot duplicate packets",
             node.name
         );
-        agent::install(&self.control, node).await?;
-        Ok(queue_command(node, &self.netem, peers.as_deref()))
+        let agent = agent::install(&self.control, node).await?;
+        Ok(queue_command(&agent, node, &self.netem, peers.as_deref()))
     }
 }
 

@@ -14,7 +14,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::agent::{self, AGENT_PATH};
+use super::agent;
 use super::process::ProcessFault;
 use super::target::Target;
 use super::trigger_agent::Fired;
@@ -128,7 +128,7 @@ impl TriggeredNemesis {
     }
 
     /// The command that starts the agent on `node`, reading its log from the end it has now.
-    fn arm_command(&self, node: &Node) -> anyhow::Result<String> {
+    fn arm_command(&self, agent: &str, node: &Node) -> anyhow::Result<String> {
         let files = self.db.server_files(node).with_context(|| {
             format!(
                 "trigger: {} does not say where its server logs",
@@ -142,7 +142,7 @@ impl TriggeredNemesis {
         Ok(format!(
             "mkdir -p /var/lib/stampede/trigger || exit 1; rm -f {rec}; \
              from=$(stat -c %s {log} 2>/dev/null || echo 0); \
-             setsid nohup {AGENT_PATH} agent-trigger --log {log} --from $from --pidfile {pidfile} --marker {marker} \
+             setsid nohup {agent} agent-trigger --log {log} --from $from --pidfile {pidfile} --marker {marker} \
              --pattern {pattern} --signal {signal} --delay-ms {delay} --jitter-ms {jitter} --count {count} --probability {probability} --record {rec} \
              > {out} 2>&1 < /dev/null & echo $! > {pid}; sleep 0.2; kill -0 $(cat {pid}) || {{ cat {out}; exit 1; }}",
             rec = quote(&agent_file(node, "jsonl")),
@@ -213,8 +213,8 @@ impl Nemesis for TriggeredNemesis {
             .pick(self.control.nodes(), self.db.as_ref())
             .await?;
         let arms = picked.iter().map(|node| async move {
-            let cmd = self.arm_command(node)?;
-            agent::install(&self.control, node).await?;
+            let agent = agent::install(&self.control, node).await?;
+            let cmd = self.arm_command(&agent, node)?;
             self.control
                 .exec(node, &cmd, Retry::Once)
                 .await

@@ -41,35 +41,9 @@ impl Paths {
     }
 }
 
-/// Puts this stampede binary on `node` at a path named by its size, copied from the shared
-/// agent path, and returns that path: the shared one may be replaced at any moment by
-/// another controller of the same host (local clusters share a disk), a copy of our own
-/// is not (a copy that lost such a race has the wrong size and is made again).
-async fn own_agent(control: &Control, node: &Node) -> anyhow::Result<String> {
-    let size = std::fs::metadata(std::env::current_exe()?)?.len();
-    let own = format!("{}-{size}", agent::AGENT_PATH);
-    let copy = format!(
-        "test \"$(stat -c %s {own} 2>/dev/null)\" = {size} && echo ok && exit 0; \
-         cp {shared} {own}.$$ && test \"$(stat -c %s {own}.$$)\" = {size} && mv {own}.$$ {own} && echo ok; \
-         rm -f {own}.$$; true",
-        shared = agent::AGENT_PATH,
-    );
-    for _ in 0..5 {
-        agent::install(control, node).await?;
-        if control.exec(node, &copy, Retry::Idempotent).await? == "ok" {
-            return Ok(own);
-        }
-    }
-    anyhow::bail!(
-        "on {}: {} kept being replaced by another binary",
-        node.name,
-        agent::AGENT_PATH
-    )
-}
-
 /// Mounts the layer over `db`'s data directory on `node` (no-op when it is mounted).
 pub async fn mount(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<()> {
-    let agent = own_agent(control, node).await?;
+    let agent = agent::install(control, node).await?;
     let p = Paths::of(db, node);
     let cmd = format!(
         "if {mounted}; then exit 0; fi; mkdir -p {mount} {backing} || exit 1; \
