@@ -38,6 +38,9 @@ use std::sync::{mpsc, Arc};
 pub fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log file (the nodes' keeperd.log) stays plain text
+        // for the people and the log-trigger patterns that read it.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
