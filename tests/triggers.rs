@@ -148,9 +148,11 @@ fn heal_after_a_controller_sigkill_disarms_the_agent(cluster: &TestCluster) {
     cluster.stampede_ok(&["heal"]);
     assert!(agents(cluster).is_empty(), "heal disarmed every agent");
     for pid in armed {
+        // Dead: gone, or a zombie its new parent has not reaped yet.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         assert!(
-            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-            "agent {pid} is gone"
+            state.is_empty() || state.lines().any(|l| l.starts_with("State:\tZ")),
+            "agent {pid} is dead: {state}"
         );
     }
 }

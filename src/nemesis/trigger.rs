@@ -85,11 +85,13 @@ fn agent_file(node: &Node, ext: &str) -> String {
     format!("/var/lib/stampede/trigger/{}.{ext}", node.host)
 }
 
-/// The shell command that kills `node`'s trigger agent (by pid, its command line checked) and
-/// prints the node's clock (`now=<ns>`) then the firings it recorded, which it removes.
+/// The shell command that kills `node`'s trigger agent (by pid, its command line checked),
+/// waits until it is dead (a zombie's command line is empty), and prints the node's clock
+/// (`now=<ns>`) then the firings it recorded, which it removes.
 fn disarm_command(node: &Node) -> String {
     format!(
-        "f={pid}; if [ -f $f ]; then p=$(cat $f); grep -q agent-trigger /proc/$p/cmdline 2>/dev/null && kill -9 $p; rm -f $f; fi; \
+        "f={pid}; if [ -f $f ]; then p=$(cat $f); grep -q agent-trigger /proc/$p/cmdline 2>/dev/null && kill -9 $p; \
+         while grep -q agent-trigger /proc/$p/cmdline 2>/dev/null; do sleep 0.02; done; rm -f $f; fi; \
          echo now=$(date +%s%N); cat {rec} 2>/dev/null; rm -f {rec}; true",
         pid = quote(&agent_file(node, "pid")),
         rec = quote(&agent_file(node, "jsonl")),
