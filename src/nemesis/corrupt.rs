@@ -346,18 +346,7 @@ impl Nemesis for CorruptNemesis {
     /// exited, or running but not serving).
     async fn start(&self) -> anyhow::Result<serde_json::Value> {
         let (control, db) = (&self.control, self.db.as_ref());
-        let picked = self.target.pick(control.nodes(), db).await?;
-        let mut running = Vec::new();
-        for node in picked {
-            if db.is_running(control, &node).await? {
-                running.push(node);
-            }
-        }
-        anyhow::ensure!(
-            !running.is_empty(),
-            "no {} server was running on the target to corrupt",
-            db.name()
-        );
+        let running = self.target.pick_running(control, db, "corrupt").await?;
         self.hit
             .lock()
             .unwrap_or_else(|p| p.into_inner())

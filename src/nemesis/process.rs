@@ -73,27 +73,10 @@ impl Nemesis for ProcessNemesis {
     /// Kills or pauses the server on each picked node that runs one; the value lists them
     /// (a node whose server was not running is left out: nothing was done to it).
     async fn start(&self) -> anyhow::Result<serde_json::Value> {
-        let picked = self
+        let nodes = self
             .target
-            .pick(self.control.nodes(), self.db.as_ref())
+            .pick_running(&self.control, self.db.as_ref(), self.kind())
             .await?;
-        let running = picked.iter().map(|node| async move {
-            self.db
-                .is_running(&self.control, node)
-                .await
-                .map(|up| up.then(|| node.clone()))
-        });
-        let mut nodes = Vec::new();
-        for result in futures::future::join_all(running).await {
-            nodes.extend(result?);
-        }
-        anyhow::ensure!(
-            !nodes.is_empty(),
-            "no {} server was running on {} to {}",
-            self.db.name(),
-            Self::names(&picked).join(", "),
-            self.kind()
-        );
         self.hit
             .lock()
             .unwrap_or_else(|p| p.into_inner())

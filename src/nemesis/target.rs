@@ -6,7 +6,7 @@ use std::str::FromStr;
 use anyhow::bail;
 use rand::seq::SliceRandom;
 
-use crate::control::Node;
+use crate::control::{Control, Node};
 use crate::db::{self, Db};
 
 /// How long a fault aimed at the leader waits for one (an election may be under way).
@@ -108,6 +108,35 @@ impl Target {
     /// The words a target can be besides a node name.
     pub const WORDS: [&'static str; 6] =
         ["one", "minority", "majority", "all", "leader", "follower"];
+
+    /// Picks as [`pick`](Self::pick) does, then keeps the nodes whose server is running (a
+    /// fault does nothing to one that is not); an error when none is, naming the picked nodes
+    /// and the fault's `action` (`kill`, `corrupt`, …).
+    pub async fn pick_running(
+        &self,
+        control: &Control,
+        db: &dyn Db,
+        action: &str,
+    ) -> anyhow::Result<Vec<Node>> {
+        let picked = self.pick(control.nodes(), db).await?;
+        let running = picked.iter().map(|node| async move {
+            db.is_running(control, node)
+                .await
+                .map(|up| up.then(|| node.clone()))
+        });
+        let mut nodes = Vec::new();
+        for result in futures::future::join_all(running).await {
+            nodes.extend(result?);
+        }
+        let names: Vec<&str> = picked.iter().map(|n| n.name.as_str()).collect();
+        anyhow::ensure!(
+            !nodes.is_empty(),
+            "no {} server was running on {} to {action}",
+            db.name(),
+            names.join(", ")
+        );
+        Ok(nodes)
+    }
 
     /// Picks among the nodes running the database, asking it for the leader where needed (a
     /// lone standalone server counts as the leader).

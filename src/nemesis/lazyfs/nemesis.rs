@@ -57,22 +57,10 @@ impl Nemesis for LoseUnsynced {
     /// value lists the nodes and what each lost (`lost: {n1: {bytes, files}}`; losing zero
     /// bytes still counts: the server was killed and had nothing unsynced).
     async fn start(&self) -> anyhow::Result<serde_json::Value> {
-        let picked = self
+        let nodes = self
             .target
-            .pick(self.control.nodes(), self.db.as_ref())
+            .pick_running(&self.control, self.db.as_ref(), "lose unfsynced data")
             .await?;
-        let mut nodes = Vec::new();
-        for node in picked {
-            if self.db.is_running(&self.control, &node).await? {
-                nodes.push(node);
-            }
-        }
-        anyhow::ensure!(
-            !nodes.is_empty(),
-            "no {} server was running on the nodes target {} picked",
-            self.db.name(),
-            self.target
-        );
         self.down
             .lock()
             .unwrap_or_else(|p| p.into_inner())
