@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{text, TestCluster};
+use common::{keeperd_binary, text, TestCluster};
 
 fn a_two_by_two_suite_runs_unattended_and_reports_consistently(cluster: &TestCluster) {
     let work = &cluster.work;
@@ -141,6 +141,44 @@ fn a_suite_goes_on_after_a_test_that_errors(cluster: &TestCluster) {
     assert_eq!(junit.matches("<error ").count(), 1, "{junit}");
 }
 
+fn a_keeperd_suite_uploads_the_binary_it_is_given(cluster: &TestCluster) {
+    let work = &cluster.work;
+    std::fs::write(
+        work.join("keeperd.yaml"),
+        "name: on-keeperd\nworkloads: [register]\nnemeses: [none]\ndbs: [keeperd]\ntime_limit: 3s\nset: [generator.quiet_period=1s]\n",
+    )
+    .unwrap();
+    let missing = cluster.stampede(&[
+        "suite",
+        "keeperd.yaml",
+        "--keeperd-binary",
+        "no-such-keeperd",
+    ]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(
+        err.trim().lines().count(),
+        1,
+        "a missing binary is one line: {err}"
+    );
+    assert!(
+        err.contains("--keeperd-binary no-such-keeperd: no such file"),
+        "{err}"
+    );
+    assert!(
+        !work.join("results/suites/on-keeperd").exists(),
+        "nothing started before the error"
+    );
+    let binary = keeperd_binary();
+    let out = cluster.stampede(&["suite", "keeperd.yaml", "--keeperd-binary", &binary]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("building keeperd"),
+        "the given binary was used, not a cargo build: {}",
+        text(&out)
+    );
+}
+
 fn main() {
     let scenarios: &[common::Scenario] = &[
         (
@@ -150,6 +188,10 @@ fn main() {
         (
             "a_suite_goes_on_after_a_test_that_errors",
             a_suite_goes_on_after_a_test_that_errors,
+        ),
+        (
+            "a_keeperd_suite_uploads_the_binary_it_is_given",
+            a_keeperd_suite_uploads_the_binary_it_is_given,
         ),
     ];
     TestCluster::new("stsuite", "10.241.11.0/24").run(

@@ -22,12 +22,20 @@ pub struct SuiteArgs {
     results: PathBuf,
     #[command(flatten)]
     targets: TargetArgs,
+    /// A keeperd binary every `keeperd` test of the suite uploads (default: build it with cargo).
+    #[arg(long)]
+    keeperd_binary: Option<PathBuf>,
+    /// An Apache ZooKeeper release tarball (path or URL) every `zookeeper` test of the suite
+    /// installs instead of the distribution's package.
+    #[arg(long)]
+    zookeeper_tarball: Option<String>,
 }
 
 /// Runs `stampede suite`; exits 0 if every test is valid, 1 if any found anomalies, else 2
 /// if any errored or ended unknown.
 pub fn run(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     let suite = SuiteFile::load(&args.file)?;
+    check_builds(&args)?;
     let name = suite.name_for(&args.file);
     let suite_folder = args.file.parent().unwrap_or(Path::new("."));
     let tests = suite.expand(suite_folder);
@@ -40,7 +48,7 @@ pub fn run(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     let runner = Runner {
         exe,
         dir: dir.clone(),
-        common_args: common_args(&suite, &args.targets),
+        common_args: common_args(&suite, &args),
     };
     let mut summary = Summary {
         suite: name.clone(),
@@ -93,12 +101,13 @@ pub fn run(args: SuiteArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The flags every test gets: the suite's time limit and overrides, and the node selection
-/// the suite was given.
-fn common_args(suite: &SuiteFile, targets: &TargetArgs) -> Vec<OsString> {
-    let mut args: Vec<OsString> = Vec::new();
+/// and database builds the suite was given.
+fn common_args(suite: &SuiteFile, args: &SuiteArgs) -> Vec<OsString> {
+    let targets = &args.targets;
+    let mut out: Vec<OsString> = Vec::new();
     let mut flag = |name: &str, value: OsString| {
-        args.push(name.into());
-        args.push(value);
+        out.push(name.into());
+        out.push(value);
     };
     if let Some(limit) = &suite.time_limit {
         flag("--time-limit", limit.to_string().into());
@@ -120,7 +129,37 @@ fn common_args(suite: &SuiteFile, targets: &TargetArgs) -> Vec<OsString> {
         flag("--known-hosts", absolute(known).into());
     }
     flag("--cluster", (&targets.cluster).into());
-    args
+    if let Some(binary) = &args.keeperd_binary {
+        flag("--keeperd-binary", absolute(binary).into());
+    }
+    if let Some(tarball) = &args.zookeeper_tarball {
+        let local = !tarball.contains("://");
+        let tarball = match local {
+            true => absolute(Path::new(tarball)).into_os_string(),
+            false => tarball.into(),
+        };
+        flag("--zookeeper-tarball", tarball);
+    }
+    out
+}
+
+/// Refuses, before the first test, a `--keeperd-binary` or local `--zookeeper-tarball` that
+/// is not a file, which every test of its database would otherwise fail on.
+fn check_builds(args: &SuiteArgs) -> anyhow::Result<()> {
+    let local_tarball = args
+        .zookeeper_tarball
+        .as_deref()
+        .filter(|t| !t.contains("://"));
+    let files = [
+        ("--keeperd-binary", args.keeperd_binary.as_deref()),
+        ("--zookeeper-tarball", local_tarball.map(Path::new)),
+    ];
+    for (flag, file) in files {
+        if let Some(file) = file.filter(|f| !f.is_file()) {
+            anyhow::bail!("{flag} {}: no such file", file.display());
+        }
+    }
+    Ok(())
 }
 
 fn absolute(path: &Path) -> PathBuf {
