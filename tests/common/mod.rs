@@ -108,7 +108,8 @@ impl TestCluster {
 
     /// Makes the cluster with `nodes` nodes, runs `setup`, then each scenario followed by
     /// `after_each`; heals and tears the database down after a failed scenario; always removes
-    /// the cluster (checked by `after_all`); prints the summary line and exits.
+    /// the cluster (checked by `after_all`); prints each outcome and the summary line with
+    /// the seconds taken (the CI budget is watched from them) and exits.
     pub fn run(
         &self,
         nodes: usize,
@@ -125,8 +126,13 @@ impl TestCluster {
             std::process::exit(1);
         }
         let (mut passed, mut failed) = (0, 0);
+        let started = std::time::Instant::now();
+        let mut since = started;
         let mut record = |name: &str, ok: bool| {
-            println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
+            let secs = since.elapsed().as_secs();
+            since = std::time::Instant::now();
+            let verdict = if ok { "ok" } else { "FAILED" };
+            println!("test {name} ... {verdict} ({secs} s)");
             if ok {
                 passed += 1
             } else {
@@ -164,6 +170,8 @@ impl TestCluster {
         }
         record("cluster_down_leaves_nothing", removed.is_ok());
         let _ = std::fs::remove_dir_all(&self.work);
+        let secs = started.elapsed().as_secs();
+        println!("binary took {secs} s");
         println!("{passed} passed, {failed} failed");
         std::process::exit(if failed == 0 { 0 } else { 1 });
     }
