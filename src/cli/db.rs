@@ -35,6 +35,9 @@ pub struct DbChoice {
     /// `--features failpoints`; see keeperd/src/failpoint.rs).
     #[arg(long, value_delimiter = ',', global = true)]
     pub keeperd_failpoints: Vec<String>,
+    /// The workload file's `db:` settings (`stampede test`; the defaults elsewhere).
+    #[arg(skip)]
+    pub settings: db::DbSettings,
 }
 
 impl DbChoice {
@@ -49,6 +52,7 @@ impl DbChoice {
             "zookeeper" => {
                 let mut cfg = db::zookeeper::ZkConfig {
                     faketime: targets.uses_local_cluster(),
+                    settings: self.settings.clone(),
                     ..Default::default()
                 };
                 if let Some(tarball) = &self.zookeeper_tarball {
@@ -62,6 +66,7 @@ impl DbChoice {
                     observers: self.keeperd_observers,
                     failpoints: self.keeperd_failpoints.clone(),
                     faketime: targets.uses_local_cluster(),
+                    settings: self.settings.clone(),
                     ..Default::default()
                 };
                 Ok(Box::new(db::keeperd::Keeperd::new(cfg, &nodes)?))

@@ -130,8 +130,11 @@ fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
     let nemesis_config = nemesis::load_package(&nemesis_path, holders, None)?;
 
     let control = targets_with_cluster(args)?;
-    let db: Arc<dyn Db> = args
-        .db
+    let choice = DbChoice {
+        settings: workload_file.db.clone(),
+        ..args.db.clone()
+    };
+    let db: Arc<dyn Db> = choice
         .build(&args.targets, control.nodes().to_vec())?
         .into();
     let db = nemesis::lazyfs::for_package(&nemesis_config, db);

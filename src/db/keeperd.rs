@@ -40,6 +40,8 @@ pub struct KeeperdConfig {
     pub dir: String,
     /// Run the server under libfaketime (the local cluster), as for ZooKeeper.
     pub faketime: bool,
+    /// The workload file's `db:` settings (the snapshot interval).
+    pub settings: super::DbSettings,
 }
 
 impl Default for KeeperdConfig {
@@ -56,6 +58,7 @@ impl Default for KeeperdConfig {
             failpoints: Vec::new(),
             dir: "/var/lib/stampede/keeperd".into(),
             faketime: false,
+            settings: super::DbSettings::default(),
         }
     }
 }
@@ -72,6 +75,7 @@ pub fn render_config(cfg: &KeeperdConfig, nodes: &[Node], node: &Node, data_dir:
         init = cfg.init_limit,
         sync = cfg.sync_limit,
     );
+    out.push_str(&cfg.settings.config_lines());
     if nodes.len() > 1 {
         let voters = nodes.len() - cfg.observers.min(nodes.len() - 1);
         for (i, n) in nodes.iter().enumerate() {

@@ -7,6 +7,7 @@ pub mod keeperd;
 pub mod mntr;
 mod process;
 pub mod replicas;
+mod settings;
 pub mod zookeeper;
 
 use std::path::Path;
@@ -17,6 +18,7 @@ use crate::control::{Control, Node};
 
 pub use four_letter::{four_letter_word, standing, Mode};
 pub use process::ServerFiles;
+pub use settings::DbSettings;
 
 /// A ZooKeeper-compatible database on a set of nodes.
 #[async_trait]

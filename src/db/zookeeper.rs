@@ -51,6 +51,8 @@ pub struct ZkConfig {
     /// faults skew the server's view of time without touching the node's clock (the local
     /// cluster's nodes share one kernel clock).
     pub faketime: bool,
+    /// The workload file's `db:` settings (the snapshot interval).
+    pub settings: super::DbSettings,
 }
 
 impl Default for ZkConfig {
@@ -66,6 +68,7 @@ impl Default for ZkConfig {
             heap_mb: 256,
             dir: "/var/lib/stampede/db".into(),
             faketime: false,
+            settings: super::DbSettings::default(),
         }
     }
 }
@@ -132,6 +135,7 @@ pub fn render_zoo_cfg(
         host = node.host,
         words = FOUR_LETTER_WORDS,
     );
+    out.push_str(&cfg.settings.config_lines());
     if nodes.len() > 1 {
         out.push_str(&format!(
             "reconfigEnabled=true\ndynamicConfigFile={dynamic_file}\n"

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::SessionConfig;
+use crate::db::DbSettings;
 use crate::generator::GeneratorConfig;
 
 /// The contents of a workload file.
@@ -20,6 +21,9 @@ pub struct WorkloadFile {
     /// Rate, concurrency, time limit and nemesis schedule.
     #[serde(default)]
     pub generator: GeneratorConfig,
+    /// Settings of the database under test (its snapshot interval).
+    #[serde(default, skip_serializing_if = "DbSettings::is_default")]
+    pub db: DbSettings,
     /// The workload's own section, named after it (`lock:` for `workload: lock`), as written.
     #[serde(flatten)]
     pub sections: BTreeMap<String, serde_yaml_ng::Value>,
@@ -32,6 +36,7 @@ impl WorkloadFile {
             workload: workload.to_string(),
             session: SessionConfig::default(),
             generator: GeneratorConfig::default(),
+            db: DbSettings::default(),
             sections: BTreeMap::new(),
         }
     }
@@ -52,8 +57,8 @@ impl WorkloadFile {
     pub fn check_sections(&self) -> Result<(), String> {
         match self.sections.keys().find(|k| **k != self.workload) {
             Some(other) => Err(format!(
-                "unknown field `{other}` (expected `workload`, `session`, `generator` or the \
-                 workload's own section `{}`)",
+                "unknown field `{other}` (expected `workload`, `session`, `generator`, `db` or \
+                 the workload's own section `{}`)",
                 self.workload
             )),
             None => Ok(()),

@@ -117,6 +117,7 @@ pub fn build(file: &WorkloadFile) -> Result<Box<dyn Workload>, String> {
     file.check_sections()?;
     file.generator.validate()?;
     file.session.validate()?;
+    file.db.validate()?;
     (entry.build)(file)
 }
 
@@ -132,8 +133,13 @@ pub fn load(
         applied.push(o.clone());
         let file: WorkloadFile = crate::config::load_with_overrides(path, &applied)?;
         if let (Err(_), Some(seconds)) = (build(&file), o.as_seconds()) {
-            applied.pop();
-            applied.push(seconds);
+            // Only where seconds read (a duration field); a number field keeps its number
+            // and the error says what is wrong with it.
+            let mut with_seconds = applied[..applied.len() - 1].to_vec();
+            with_seconds.push(seconds);
+            if crate::config::load_with_overrides::<WorkloadFile>(path, &with_seconds).is_ok() {
+                applied = with_seconds;
+            }
         }
     }
     let file: WorkloadFile = crate::config::load_with_overrides(path, &applied)?;
