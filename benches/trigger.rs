@@ -5,6 +5,10 @@
 //! the agent's own record (stamp → kill(2) sent), for poll intervals side by side, with the
 //! agent's CPU use.
 //!
+//! Then the drop action (as root, in a network namespace of its own made by `unshare -n`): a
+//! stamped line → the agent's DROP rules committed (its record: `iptables-restore` exited),
+//! each sample's rules checked in the namespace's ruleset and removed before the next.
+//!
 //!   cargo bench --bench trigger [-- SAMPLES]
 
 use std::io::Write;
@@ -37,6 +41,23 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0
 }
 
+/// How long after each stamp (in ms) the agent's record says it acted, sorted; one firing per
+/// stamp.
+fn acted_after(record: &std::path::Path, stamps: &[u64]) -> Vec<f64> {
+    let text = std::fs::read_to_string(record).unwrap();
+    let mut after: Vec<f64> = text
+        .lines()
+        .zip(stamps)
+        .filter_map(|(l, stamp)| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            Some((v["acted_ns"].as_u64()? as f64 - *stamp as f64) / 1e6)
+        })
+        .collect();
+    assert_eq!(after.len(), stamps.len(), "every line fired once");
+    after.sort_by(f64::total_cmp);
+    after
+}
+
 fn run(poll_us: u64, samples: usize) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("server.log");
@@ -54,7 +75,7 @@ fn run(poll_us: u64, samples: usize) {
             marker,
             "--pattern",
             "^TRIGGER ",
-            "--signal",
+            "--action",
             "KILL",
         ])
         .args([
@@ -87,18 +108,8 @@ fn run(poll_us: u64, samples: usize) {
     let cpu = cpu_seconds(agent.id());
     let wall = began.elapsed().as_secs_f64();
     agent.wait().unwrap();
-    let text = std::fs::read_to_string(&record).unwrap();
-    let mut sent: Vec<f64> = text
-        .lines()
-        .zip(&stamps)
-        .filter_map(|(l, stamp)| {
-            let v: serde_json::Value = serde_json::from_str(l).ok()?;
-            Some((v["signalled_ns"].as_u64()? as f64 - *stamp as f64) / 1e6)
-        })
-        .collect();
-    assert_eq!(sent.len(), samples, "every line fired once");
+    let sent = acted_after(&record, &stamps);
     waited.sort_by(f64::total_cmp);
-    sent.sort_by(f64::total_cmp);
     println!(
         "poll {poll_us:>5} µs, {samples} samples: line → target reaped median {:.3} ms, p99 {:.3} ms; \
          line → kill sent (agent's record) median {:.3} ms, p99 {:.3} ms; agent CPU {:.1}% of one core",
@@ -110,6 +121,84 @@ fn run(poll_us: u64, samples: usize) {
     );
 }
 
+/// Runs `script` in the network namespace of process `pid`; its output.
+fn in_netns(pid: u32, script: &str) -> String {
+    let out = Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-n", "sh", "-c", script])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn run_drop(samples: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let record = dir.path().join("fired.jsonl");
+    std::fs::write(&log, "").unwrap();
+    let mut agent = Command::new("unshare")
+        .args([
+            "-n",
+            env!("CARGO_BIN_EXE_stampede"),
+            "agent-trigger",
+            "--log",
+        ])
+        .arg(&log)
+        .arg("--pidfile")
+        .arg(dir.path().join("none.pid"))
+        .args([
+            "--marker",
+            "none",
+            "--pattern",
+            "^TRIGGER ",
+            "--action",
+            "DROP",
+        ])
+        .args(["--drop-from", "192.0.2.1,192.0.2.2"])
+        // One more than fired, so that the agent (and its namespace) outlives the last sample.
+        .args(["--count", &(samples + 1).to_string(), "--record"])
+        .arg(&record)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = agent.id();
+    let mut out = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let mut stamps = Vec::new();
+    for i in 0..samples {
+        writeln!(out, "noise {i}").unwrap();
+        std::thread::sleep(Duration::from_millis(15));
+        let stamp = realtime_ns();
+        writeln!(out, "TRIGGER {stamp}").unwrap();
+        stamps.push(stamp);
+        let began = Instant::now();
+        while std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            <= i
+        {
+            assert!(
+                began.elapsed() < Duration::from_secs(10),
+                "sample {i} fired"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let rules = in_netns(
+            pid,
+            "iptables -w -S STAMPEDE | grep -c DROP; while iptables -w -D INPUT -j STAMPEDE 2>/dev/null; do :; done; \
+             iptables -w -F STAMPEDE; iptables -w -X STAMPEDE",
+        );
+        assert_eq!(rules.trim(), "2", "sample {i}: both DROP rules in place");
+    }
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    let in_place = acted_after(&record, &stamps);
+    println!(
+        "drop, poll 1000 µs, {samples} samples: line → DROP rules in place (agent's record) median {:.3} ms, p99 {:.3} ms",
+        quantile(&in_place, 0.5),
+        quantile(&in_place, 0.99),
+    );
+}
+
 fn main() {
     let samples = std::env::args()
         .skip(1)
@@ -118,4 +207,5 @@ fn main() {
     for poll_us in [1000, 200] {
         run(poll_us, samples);
     }
+    run_drop(samples);
 }

@@ -420,6 +420,37 @@ mod tests {
     }
 
     #[test]
+    fn a_triggered_partition_or_power_loss_counts_only_when_it_fired() {
+        let armed = json!({"armed": ["n1", "n2", "n3"], "trigger": {"pattern": "NEWLEADER"}});
+        let cut = json!({"armed": ["n1", "n2", "n3"], "nodes": ["n2"],
+            "fired": [{"node": "n2", "acted_ns": 1, "ago_ns": 4_000_000_000u64}]});
+        let unfired = json!({"armed": ["n1", "n2", "n3"], "nodes": [], "fired": []});
+        let failed = json!({"armed": ["n1"], "nodes": ["n1"], "fired": [],
+            "shortfall": ["n1: killed, but the layer did not lose: connection refused"]});
+        let ops = vec![
+            start(0, 1, "partition", "all on /NEWLEADER/"),
+            done(1, 2, "start-partition", armed.clone()),
+            done(2, 12, "stop-partition", cut),
+            start(3, 20, "partition", "all on /NEWLEADER/"),
+            done(4, 21, "start-partition", armed.clone()),
+            done(5, 30, "stop-partition", unfired),
+            start(6, 40, "lose-unfsynced", "one on /NEWLEADER/"),
+            done(7, 41, "start-lose-unfsynced", armed),
+            done(8, 50, "stop-lose-unfsynced", failed),
+        ];
+        let e = exposure(&ops, Some(true));
+        assert_eq!(e.summary(), "1 partition (all on /NEWLEADER/, 4 s faulted)");
+        assert_eq!(
+            e.failed_starts,
+            [
+                "start-partition: trigger armed on n1, n2, n3 never fired",
+                "stop-lose-unfsynced: n1: killed, but the layer did not lose: connection refused",
+                "start-lose-unfsynced: trigger armed on n1, n2, n3 never fired"
+            ]
+        );
+    }
+
+    #[test]
     fn a_sequence_with_a_shortfall_did_not_fully_take_effect() {
         let value = json!({"nodes": ["n1"], "steps": [],
             "shortfall": ["step 3 (kill on all on /NEWLEADER/): trigger armed on n1 never fired"]});

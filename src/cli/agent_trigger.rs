@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::nemesis::trigger_action::Action;
 use crate::nemesis::trigger_agent::{self, Firing, Server};
 
 /// Arguments of `stampede agent-trigger`.
@@ -25,16 +26,23 @@ pub struct AgentTriggerArgs {
     /// The regular expression a line must match.
     #[arg(long)]
     pattern: String,
-    /// KILL or STOP.
+    /// KILL or STOP (signal the server), DROP (cut the node off from the `--drop-from`
+    /// hosts), or LOSE (SIGKILL, then the layer of `--layer-port-file` loses unsynced data).
     #[arg(long)]
-    signal: String,
+    action: String,
+    /// The hosts a DROP drops packets from (the other servers).
+    #[arg(long, value_delimiter = ',')]
+    drop_from: Vec<String>,
+    /// The file holding the lose-unfsynced layer's control port, for LOSE.
+    #[arg(long)]
+    layer_port_file: Option<PathBuf>,
     /// Wait between seeing the line and signalling, in milliseconds.
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
     /// A random extra wait, uniform from 0 to this many milliseconds.
     #[arg(long, default_value_t = 0)]
     jitter_ms: u64,
-    /// Signals sent at most; the agent exits after the last.
+    /// Actions taken at most; the agent exits after the last.
     #[arg(long, default_value_t = 1)]
     count: u32,
     /// Chance that a matching line fires.
@@ -50,14 +58,20 @@ pub struct AgentTriggerArgs {
 
 /// Runs the agent until it has fired `count` times or is killed.
 pub fn run(args: AgentTriggerArgs) -> anyhow::Result<ExitCode> {
-    let signal = match args.signal.as_str() {
-        "KILL" => libc::SIGKILL,
-        "STOP" => libc::SIGSTOP,
-        other => anyhow::bail!("--signal {other:?}: KILL or STOP"),
+    let action = match (args.action.as_str(), args.layer_port_file) {
+        ("KILL", _) => Action::Signal(libc::SIGKILL),
+        ("STOP", _) => Action::Signal(libc::SIGSTOP),
+        ("DROP", _) if args.drop_from.is_empty() => {
+            anyhow::bail!("--action DROP needs --drop-from")
+        }
+        ("DROP", _) => Action::Drop(args.drop_from),
+        ("LOSE", Some(port_file)) => Action::PowerLoss(port_file),
+        ("LOSE", None) => anyhow::bail!("--action LOSE needs --layer-port-file"),
+        (other, _) => anyhow::bail!("--action {other:?}: KILL, STOP, DROP or LOSE"),
     };
     let firing = Firing {
         pattern: regex::Regex::new(&args.pattern).map_err(|e| anyhow::anyhow!("--pattern: {e}"))?,
-        signal,
+        action,
         delay: Duration::from_millis(args.delay_ms),
         jitter: Duration::from_millis(args.jitter_ms),
         count: args.count,

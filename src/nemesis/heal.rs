@@ -21,6 +21,10 @@ async fn heal_node(
     node: &Node,
 ) -> anyhow::Result<Vec<&'static str>> {
     let mut done = Vec::new();
+    // The trigger agent first: a drop it fires must not come after the rules are removed.
+    control
+        .exec(node, &trigger::heal_command(node), Retry::Idempotent)
+        .await?;
     control
         .exec(node, partition::HEAL_COMMAND, Retry::Idempotent)
         .await?;
@@ -28,9 +32,6 @@ async fn heal_node(
         .exec(node, &packet::heal_command(node), Retry::Idempotent)
         .await?;
     done.push("network");
-    control
-        .exec(node, &trigger::heal_command(node), Retry::Idempotent)
-        .await?;
     let skewed = match db.clock_file(node) {
         Some(file) => {
             control

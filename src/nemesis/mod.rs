@@ -16,6 +16,7 @@ mod restart;
 mod sequence;
 mod target;
 mod trigger;
+pub mod trigger_action;
 pub mod trigger_agent;
 
 use anyhow::Context;
@@ -81,6 +82,15 @@ pub fn build(
 ) -> anyhow::Result<Arc<dyn Nemesis>> {
     let target = || fault.target.parse::<target::Target>();
     Ok(match fault.kind.as_str() {
+        kind if fault.trigger.is_some() => Arc::new(trigger::TriggeredNemesis::new(
+            control,
+            db,
+            (
+                trigger::Triggered::of(kind).context("this kind takes no trigger")?,
+                target()?,
+            ),
+            fault.trigger.clone().expect("matched above"),
+        )?),
         "partition" if fault.target == "holder" => {
             let view = holder.context(
                 "partition target holder: only lock and election workloads have holders",
@@ -96,15 +106,6 @@ pub fn build(
             db,
             PartitionSpec::parse(&fault.target)?,
         )),
-        "kill" | "pause" if fault.trigger.is_some() => Arc::new(trigger::TriggeredNemesis::new(
-            control,
-            db,
-            match fault.kind.as_str() {
-                "kill" => (ProcessFault::Kill, target()?),
-                _ => (ProcessFault::Pause, target()?),
-            },
-            fault.trigger.clone().expect("matched above"),
-        )?),
         "sequence" => Arc::new(sequence::Sequence::new(
             fault.steps.as_deref().unwrap_or_default(),
             &control,

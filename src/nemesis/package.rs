@@ -104,7 +104,8 @@ pub struct FaultConfig {
     /// Settings of a `reconfig` fault (default: remove the targeted voters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconfig: Option<ReconfigConfig>,
-    /// Fire a `kill` or `pause` on a line of the server's log instead of at the start.
+    /// Fire a `kill`, `pause`, `partition` or `lose-unfsynced` on a line of the server's log
+    /// instead of at the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<TriggerConfig>,
     /// The steps of a `sequence`.
@@ -193,6 +194,11 @@ impl FaultConfig {
                 .map_err(|e| ("kind", format!("{e:#}")))?;
         }
         let target = match (kind, self.target.as_str()) {
+            // A triggered partition cuts off each targeted node whose log matches.
+            ("partition", text) if self.trigger.is_some() => Some(
+                text.parse::<Target>()
+                    .map_err(|e| ("target", format!("{e:#}")))?,
+            ),
             ("partition", "holder") if !holders => {
                 let why = "target holder: only lock and election workloads have holders";
                 return Err(("target", why.to_string()));
@@ -505,7 +511,8 @@ mod tests {
         );
         assert_eq!(
             err("faults:\n  - kind: clock\n    trigger: {pattern: x}\n"),
-            "x.yaml:3: faults[0].trigger: only kill and pause faults take a trigger, not clock"
+            "x.yaml:3: faults[0].trigger: only kill, pause, partition and lose-unfsynced faults \
+             take a trigger, not clock"
         );
         assert_eq!(
             err("faults:\n  - kind: sequence\n    steps:\n      - {kind: kill}\n      - {heal: 2}\n"),

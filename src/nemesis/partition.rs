@@ -132,6 +132,18 @@ pub fn drop_command(nodes: &[Node], dropped: &[&String]) -> String {
     cmd
 }
 
+/// The same rules as [`drop_command`] dropping packets from `hosts`, as one
+/// `iptables-restore --noflush` input (one process, one atomic change), for a trigger agent
+/// that cuts its node off; [`HEAL_COMMAND`] removes them.
+pub fn restore_rules(hosts: &[String]) -> String {
+    let mut rules = format!("*filter\n:{CHAIN} - [0:0]\n-I INPUT -j {CHAIN}\n");
+    for host in hosts {
+        rules.push_str(&format!("-A {CHAIN} -s {host} -j DROP\n"));
+    }
+    rules.push_str("COMMIT\n");
+    rules
+}
+
 #[async_trait::async_trait]
 impl Nemesis for Partition {
     fn kind(&self) -> &str {

@@ -1,12 +1,15 @@
-//! Faults aimed by the server's own log (`trigger:` on a kill or pause): the start arms an
-//! agent on each targeted node (`stampede agent-trigger`) that follows the server's log and,
-//! on a matching line, sends SIGKILL or SIGSTOP to the server itself, within a millisecond or
-//! two; the stop disarms it, collects its firings and heals what it did.
+//! Faults aimed by the server's own log (`trigger:` on a kill, pause, partition or
+//! lose-unfsynced): the start arms an agent on each targeted node (`stampede agent-trigger`)
+//! that follows the server's log and, on a matching line, acts on its own node within a
+//! millisecond or two (see [`trigger_action`](super::trigger_action)): SIGKILL or SIGSTOP to
+//! the server, iptables DROP rules cutting the node off from the other servers, or a power
+//! loss. The stop disarms it, collects its firings and heals what it did.
 //!
 //! A start's value lists the nodes `armed` (not `nodes`: nothing was done yet); the stop's
 //! value lists the firings (`fired`, each with `ago_ns`, how long before the collection it
-//! signalled, by the node's own clock) and the nodes healed (`nodes`). An armed trigger that
-//! never fired did not take effect (see `checker::exposure`).
+//! acted, by the node's own clock), the nodes healed (`nodes`), and a `shortfall` for a
+//! firing whose action failed. An armed trigger that never fired did not take effect (see
+//! `checker::exposure`).
 
 use std::sync::{Arc, Mutex};
 
@@ -14,14 +17,50 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::agent;
-use super::process::ProcessFault;
 use super::target::Target;
 use super::trigger_agent::Fired;
 use super::Nemesis;
+use super::{agent, lazyfs, partition};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
+
+/// What a triggered fault does on the node whose log matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Triggered {
+    /// SIGKILL of the server, healed by starting it.
+    Kill,
+    /// SIGSTOP of the server, healed by SIGCONT.
+    Pause,
+    /// The node cut off from every other server (kind `partition`), healed by removing
+    /// stampede's partition rules.
+    Isolate,
+    /// A power loss (kind `lose-unfsynced`), healed by starting the server.
+    PowerLoss,
+}
+
+impl Triggered {
+    /// The triggered fault of `kind`, if that kind takes a trigger.
+    pub fn of(kind: &str) -> Option<Triggered> {
+        match kind {
+            "kill" => Some(Triggered::Kill),
+            "pause" => Some(Triggered::Pause),
+            "partition" => Some(Triggered::Isolate),
+            lazyfs::KIND => Some(Triggered::PowerLoss),
+            _ => None,
+        }
+    }
+
+    /// The fault kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Triggered::Kill => "kill",
+            Triggered::Pause => "pause",
+            Triggered::Isolate => "partition",
+            Triggered::PowerLoss => lazyfs::KIND,
+        }
+    }
+}
 
 /// When a fault fires: on a line of the server's log matching `pattern`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,13 +93,19 @@ fn certain() -> f64 {
 impl TriggerConfig {
     /// Checks the trigger for a fault of `kind`; the error is a sentence.
     pub fn check(&self, kind: &str) -> Result<regex::Regex, String> {
-        if !matches!(kind, "kill" | "pause") {
+        let Some(action) = Triggered::of(kind) else {
             return Err(format!(
-                "only kill and pause faults take a trigger, not {kind}"
+                "only kill, pause, partition and lose-unfsynced faults take a trigger, not {kind}"
             ));
-        }
+        };
         if self.count == 0 {
             return Err("count 0 never fires; give at least 1".into());
+        }
+        if action == Triggered::Isolate && self.count != 1 {
+            return Err(format!(
+                "count {}: a triggered partition cuts its node off once; give 1",
+                self.count
+            ));
         }
         if !(self.probability > 0.0 && self.probability <= 1.0) {
             return Err(format!(
@@ -87,28 +132,30 @@ fn agent_file(node: &Node, ext: &str) -> String {
 
 /// The shell command that kills `node`'s trigger agent (by pid, its command line checked),
 /// waits until it is dead (a zombie's command line is empty), and prints the node's clock
-/// (`now=<ns>`) then the firings it recorded, which it removes.
+/// (`now=<ns>`) then the firings it recorded; it removes the agent's files.
 fn disarm_command(node: &Node) -> String {
     format!(
         "f={pid}; if [ -f $f ]; then p=$(cat $f); grep -q agent-trigger /proc/$p/cmdline 2>/dev/null && kill -9 $p; \
          while grep -q agent-trigger /proc/$p/cmdline 2>/dev/null; do sleep 0.02; done; rm -f $f; fi; \
-         echo now=$(date +%s%N); cat {rec} 2>/dev/null; rm -f {rec}; true",
+         echo now=$(date +%s%N); cat {rec} 2>/dev/null; rm -f {rec} {out}; true",
         pid = quote(&agent_file(node, "pid")),
         rec = quote(&agent_file(node, "jsonl")),
+        out = quote(&agent_file(node, "out")),
     )
 }
 
-/// The shell command `stampede heal` runs: disarms `node`'s trigger agent, if any.
+/// The shell command `stampede heal` runs: disarms `node`'s trigger agent, if any (before the
+/// partition rules are removed, so that a drop cannot land after them).
 pub fn heal_command(node: &Node) -> String {
     disarm_command(node)
 }
 
-/// A kill or pause that fires on a line of the targeted servers' logs.
+/// A kill, pause, partition or power loss that fires on a line of the targeted servers' logs.
 pub struct TriggeredNemesis {
     control: Control,
     db: Arc<dyn Db>,
     /// What is done, and to which servers.
-    aim: (ProcessFault, Target),
+    aim: (Triggered, Target),
     trigger: TriggerConfig,
     armed: Mutex<Vec<Node>>,
 }
@@ -118,7 +165,7 @@ impl TriggeredNemesis {
     pub fn new(
         control: Control,
         db: Arc<dyn Db>,
-        aim: (ProcessFault, Target),
+        aim: (Triggered, Target),
         trigger: TriggerConfig,
     ) -> anyhow::Result<TriggeredNemesis> {
         let check = trigger.check(aim.0.kind());
@@ -137,15 +184,12 @@ impl TriggeredNemesis {
                 self.db.name()
             )
         })?;
-        let signal = match self.aim.0 {
-            ProcessFault::Kill => "KILL",
-            ProcessFault::Pause => "STOP",
-        };
+        let (action, ready) = self.action_args(node)?;
         Ok(format!(
-            "mkdir -p /var/lib/stampede/trigger || exit 1; rm -f {rec}; \
+            "{ready}mkdir -p /var/lib/stampede/trigger || exit 1; rm -f {rec}; \
              from=$(stat -c %s {log} 2>/dev/null || echo 0); \
              setsid nohup {agent} agent-trigger --log {log} --from $from --pidfile {pidfile} --marker {marker} \
-             --pattern {pattern} --signal {signal} --delay-ms {delay} --jitter-ms {jitter} --count {count} --probability {probability} --record {rec} \
+             --pattern {pattern} {action} --delay-ms {delay} --jitter-ms {jitter} --count {count} --probability {probability} --record {rec} \
              > {out} 2>&1 < /dev/null & echo $! > {pid}; sleep 0.2; kill -0 $(cat {pid}) || {{ cat {out}; exit 1; }}",
             rec = quote(&agent_file(node, "jsonl")),
             log = quote(&files.log),
@@ -161,40 +205,106 @@ impl TriggeredNemesis {
         ))
     }
 
-    /// Disarms the agent on `node` and returns its firings that signalled, each with how long
-    /// before now (by the node's clock) it signalled.
-    async fn disarm(&self, node: &Node) -> anyhow::Result<Vec<serde_json::Value>> {
+    /// The agent's action arguments for `node`, and a shell check that must pass before it
+    /// is armed (empty when none).
+    fn action_args(&self, node: &Node) -> anyhow::Result<(String, String)> {
+        Ok(match self.aim.0 {
+            Triggered::Kill => ("--action KILL".into(), String::new()),
+            Triggered::Pause => ("--action STOP".into(), String::new()),
+            Triggered::Isolate => {
+                let others: Vec<String> =
+                    crate::db::servers(self.db.as_ref(), self.control.nodes())
+                        .into_iter()
+                        .filter(|n| n.name != node.name)
+                        .map(|n| n.host)
+                        .collect();
+                anyhow::ensure!(
+                    !others.is_empty(),
+                    "trigger: {} has no other {} server to be cut off from",
+                    node.name,
+                    self.db.name()
+                );
+                let from = quote(&others.join(","));
+                (format!("--action DROP --drop-from {from}"), String::new())
+            }
+            Triggered::PowerLoss => {
+                let port = quote(&lazyfs::port_file(self.db.as_ref(), node));
+                let ready = format!(
+                    "test -s {port} || {{ echo 'no lose-unfsynced layer serves the data directory ({port} is missing)'; exit 1; }}; "
+                );
+                (format!("--action LOSE --layer-port-file {port}"), ready)
+            }
+        })
+    }
+
+    /// Disarms the agent on `node` and returns its firings.
+    async fn disarm(&self, node: &Node) -> anyhow::Result<Firings> {
         let out = self
             .control
             .exec(node, &disarm_command(node), Retry::Idempotent)
             .await?;
         Ok(parse_firings(&node.name, &out))
     }
+
+    /// Undoes on `node` what the firings there did.
+    async fn heal(&self, node: &Node) -> anyhow::Result<()> {
+        match self.aim.0 {
+            Triggered::Kill | Triggered::PowerLoss => self.db.start(&self.control, node).await,
+            Triggered::Pause => self.db.resume(&self.control, node).await,
+            Triggered::Isolate => self
+                .control
+                .exec(node, partition::HEAL_COMMAND, Retry::Idempotent)
+                .await
+                .map(drop),
+        }
+    }
 }
 
-/// The firings in a disarm command's output (`now=<ns>` then JSON lines) that signalled, as
-/// recorded in the stop's value.
-fn parse_firings(node: &str, out: &str) -> Vec<serde_json::Value> {
+/// A node's firings as read at the disarm.
+#[derive(Debug, Default, PartialEq)]
+struct Firings {
+    /// The firings that acted, as recorded in the stop's value.
+    acted: Vec<serde_json::Value>,
+    /// The actions that failed, a sentence each.
+    failed: Vec<String>,
+}
+
+impl Firings {
+    /// Whether anything was done on the node (an action that failed may have done part).
+    fn touched(&self) -> bool {
+        !self.acted.is_empty() || !self.failed.is_empty()
+    }
+}
+
+/// The firings in a disarm command's output (`now=<ns>` then JSON lines), each that acted with
+/// how long before now (by the node's clock) it acted.
+fn parse_firings(node: &str, out: &str) -> Firings {
     let mut lines = out.lines();
     let now: u64 = lines
         .next()
         .and_then(|l| l.strip_prefix("now="))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
-    lines
-        .filter_map(|l| serde_json::from_str::<Fired>(l).ok())
-        .filter_map(|f| {
-            let signalled = f.signalled_ns?;
-            Some(json!({
-                "node": node,
-                "line": f.line,
-                "seen_ns": f.seen_ns,
-                "waited_ns": f.waited_ns,
-                "signalled_ns": signalled,
-                "ago_ns": now.saturating_sub(signalled),
-            }))
-        })
-        .collect()
+    let mut firings = Firings::default();
+    for f in lines.filter_map(|l| serde_json::from_str::<Fired>(l).ok()) {
+        if let Some(error) = &f.error {
+            firings.failed.push(format!("{node}: {error}"));
+        }
+        let Some(acted) = f.acted_ns else { continue };
+        let mut value = json!({
+            "node": node,
+            "line": f.line,
+            "seen_ns": f.seen_ns,
+            "waited_ns": f.waited_ns,
+            "acted_ns": acted,
+            "ago_ns": now.saturating_sub(acted),
+        });
+        if let Some(lost) = f.lost {
+            value["lost"] = lost;
+        }
+        firings.acted.push(value);
+    }
+    firings
 }
 
 #[async_trait::async_trait]
@@ -248,7 +358,7 @@ impl Nemesis for TriggeredNemesis {
         let armed = self.armed.lock().unwrap_or_else(|p| p.into_inner()).clone();
         for node in &armed {
             let cmd = format!(
-                "grep -c '\"signalled_ns\":[0-9]' {} 2>/dev/null || true",
+                "grep -c '\"acted_ns\":[0-9]' {} 2>/dev/null || true",
                 quote(&agent_file(node, "jsonl"))
             );
             let count = self.control.exec(node, &cmd, Retry::Idempotent).await?;
@@ -259,31 +369,33 @@ impl Nemesis for TriggeredNemesis {
         Ok(false)
     }
 
-    /// Disarms every agent, collects the firings, and heals the servers that were signalled.
+    /// Disarms every agent, collects the firings, and heals the nodes they acted on; an action
+    /// that failed is a `shortfall`.
     async fn stop(&self) -> anyhow::Result<serde_json::Value> {
         let armed = std::mem::take(&mut *self.armed.lock().unwrap_or_else(|p| p.into_inner()));
         let disarms = armed.iter().map(|node| self.disarm(node));
         let mut fired = Vec::new();
+        let mut shortfall = Vec::new();
         let mut hit = Vec::new();
         for (node, result) in armed.iter().zip(futures::future::join_all(disarms).await) {
             let firings = result?;
-            if !firings.is_empty() {
+            if firings.touched() {
                 hit.push(node.clone());
             }
-            fired.extend(firings);
+            fired.extend(firings.acted);
+            shortfall.extend(firings.failed);
         }
-        let heals = hit.iter().map(|node| async move {
-            match self.aim.0 {
-                ProcessFault::Kill => self.db.start(&self.control, node).await,
-                ProcessFault::Pause => self.db.resume(&self.control, node).await,
-            }
-        });
+        let heals = hit.iter().map(|node| self.heal(node));
         for result in futures::future::join_all(heals).await {
             result?;
         }
         let names =
             |nodes: &[Node]| -> Vec<String> { nodes.iter().map(|n| n.name.clone()).collect() };
-        Ok(json!({ "armed": names(&armed), "fired": fired, "nodes": names(&hit) }))
+        let mut value = json!({ "armed": names(&armed), "fired": fired, "nodes": names(&hit) });
+        if !shortfall.is_empty() {
+            value["shortfall"] = json!(shortfall);
+        }
+        Ok(value)
     }
 }
 
@@ -302,9 +414,18 @@ mod tests {
         };
         assert!(t("NEWLEADER").check("kill").is_ok());
         assert!(t("NEWLEADER").check("pause").is_ok());
+        assert!(t("NEWLEADER").check("partition").is_ok());
+        assert!(t("NEWLEADER").check("lose-unfsynced").is_ok());
         assert_eq!(
-            t("x").check("partition").unwrap_err(),
-            "only kill and pause faults take a trigger, not partition"
+            t("x").check("clock").unwrap_err(),
+            "only kill, pause, partition and lose-unfsynced faults take a trigger, not clock"
+        );
+        let mut twice = t("x");
+        twice.count = 2;
+        assert!(twice.check("kill").is_ok());
+        assert_eq!(
+            twice.check("partition").unwrap_err(),
+            "count 2: a triggered partition cuts its node off once; give 1"
         );
         let bad = t("received (NEWLEADER").check("kill").unwrap_err();
         assert!(
@@ -324,18 +445,24 @@ mod tests {
     }
 
     #[test]
-    fn firings_are_read_with_the_time_since_they_signalled() {
+    fn firings_are_read_with_the_time_since_they_acted_and_failures_named() {
         let out = "now=5000\n\
-                   {\"line\":\"a\",\"seen_ns\":1000,\"signalled_ns\":1200,\"pid\":7}\n\
-                   {\"line\":\"b\",\"seen_ns\":2000,\"signalled_ns\":null,\"pid\":null}\n";
-        let fired = parse_firings("n2", out);
+                   {\"line\":\"a\",\"seen_ns\":1000,\"acted_ns\":1200,\"pid\":7}\n\
+                   {\"line\":\"b\",\"seen_ns\":2000,\"acted_ns\":null,\"pid\":null}\n\
+                   {\"line\":\"c\",\"seen_ns\":3000,\"acted_ns\":3100,\"pid\":8,\"lost\":{\"bytes\":4096,\"files\":1}}\n\
+                   {\"line\":\"d\",\"seen_ns\":4000,\"acted_ns\":null,\"error\":\"iptables-restore failed\"}\n";
+        let firings = parse_firings("n2", out);
         assert_eq!(
-            fired,
+            firings.acted,
             [
-                json!({"node": "n2", "line": "a", "seen_ns": 1000, "waited_ns": 0, "signalled_ns": 1200,
-                "ago_ns": 3800})
+                json!({"node": "n2", "line": "a", "seen_ns": 1000, "waited_ns": 0, "acted_ns": 1200,
+                "ago_ns": 3800}),
+                json!({"node": "n2", "line": "c", "seen_ns": 3000, "waited_ns": 0, "acted_ns": 3100,
+                "ago_ns": 1900, "lost": {"bytes": 4096, "files": 1}})
             ]
         );
-        assert!(parse_firings("n2", "now=5000\n").is_empty());
+        assert_eq!(firings.failed, ["n2: iptables-restore failed"]);
+        let none = parse_firings("n2", "now=5000\n");
+        assert!(!none.touched());
     }
 }

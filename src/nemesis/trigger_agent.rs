@@ -1,6 +1,8 @@
 //! The log-trigger agent's work on a node: follow a server's log from a given offset and, on
-//! each line matching a pattern, signal the server's process right there (no controller round
-//! trip), recording each firing as a JSON line.
+//! each line matching a pattern, act right there (no controller round trip): signal the
+//! server's process, cut the node off with iptables DROP rules, or kill the server and tell
+//! its lose-unfsynced layer to throw away what it had not fsync'd. Each firing is recorded as
+//! a JSON line.
 //!
 //! The log is polled: a `stat` and a read from the last offset every poll interval (1 ms by
 //! default). `benches/trigger.rs` measured this against shorter intervals; see the README.
@@ -14,18 +16,20 @@ use std::time::Duration;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-/// What the agent does when a line matches.
+use super::trigger_action::{Action, Armed};
+
+/// When and how often the agent acts.
 #[derive(Debug, Clone)]
 pub struct Firing {
     /// The pattern a line must match.
     pub pattern: regex::Regex,
-    /// The signal sent: `libc::SIGKILL` or `libc::SIGSTOP`.
-    pub signal: i32,
+    /// What is done.
+    pub action: Action,
     /// Wait after seeing the line, before signalling.
     pub delay: Duration,
     /// A random extra wait, uniform from 0 to this.
     pub jitter: Duration,
-    /// Signals sent at most; the agent exits after the last.
+    /// Actions taken at most; the agent exits after the last.
     pub count: u32,
     /// Chance that a matching line fires, from 0 to 1.
     pub probability: f64,
@@ -51,10 +55,18 @@ pub struct Fired {
     /// How long the agent waited between seeing the line and signalling (delay and jitter).
     #[serde(default)]
     pub waited_ns: u64,
-    /// When the signal was sent, `None` when no server process was found to signal.
-    pub signalled_ns: Option<u64>,
-    /// The process signalled.
+    /// When the action took effect (the signal sent; the DROP rules in place; the server
+    /// killed and its unsynced data thrown away), `None` when it could not be taken.
+    pub acted_ns: Option<u64>,
+    /// The server process signalled, if any.
+    #[serde(default)]
     pub pid: Option<u32>,
+    /// What a power loss threw away (the layer's answer: `{bytes, files}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<serde_json::Value>,
+    /// Why the action could not be taken (or only partly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The wall clock in nanoseconds since the epoch.
@@ -67,7 +79,7 @@ pub fn realtime_ns() -> u64 {
 
 impl Server {
     /// The server's pid when its process runs with the marker in its command line.
-    fn pid(&self) -> Option<u32> {
+    pub fn pid(&self) -> Option<u32> {
         let pid: u32 = std::fs::read_to_string(&self.pidfile)
             .ok()?
             .trim()
@@ -147,8 +159,8 @@ impl Follower {
     }
 }
 
-/// Follows `log` from byte `from`, firing as `firing` says at `server`, appending each firing
-/// to `record`; polls every `poll`. Returns after `firing.count` firings that signalled.
+/// Follows `log` from byte `from`, acting as `firing` says on `server`, appending each firing
+/// to `record`; polls every `poll`. Returns after `firing.count` firings that took effect.
 pub fn run(
     log: &Path,
     from: u64,
@@ -164,6 +176,7 @@ pub fn run(
         .open(record)?;
     let mut fired = 0;
     let mut rng = rand::thread_rng();
+    let mut armed = Armed::new(&firing.action)?;
     loop {
         for line in follower.poll()? {
             if !firing.pattern.is_match(&line) {
@@ -177,22 +190,19 @@ pub fn run(
             if !wait.is_zero() {
                 std::thread::sleep(wait);
             }
-            let pid = server.pid();
-            let signalled_ns = pid.and_then(|pid| {
-                // SAFETY: kill(2) with a pid checked against the server's command line.
-                let sent = unsafe { libc::kill(pid as i32, firing.signal) } == 0;
-                sent.then(realtime_ns)
-            });
+            let outcome = armed.act(server)?;
             let entry = Fired {
                 line,
                 seen_ns,
                 waited_ns: wait.as_nanos() as u64,
-                signalled_ns,
-                pid,
+                acted_ns: outcome.acted_ns,
+                pid: outcome.pid,
+                lost: outcome.lost,
+                error: outcome.error,
             };
             writeln!(out, "{}", serde_json::to_string(&entry)?)?;
             out.flush()?;
-            if signalled_ns.is_some() {
+            if entry.acted_ns.is_some() {
                 fired += 1;
                 if fired >= firing.count {
                     return Ok(());
@@ -245,7 +255,7 @@ mod tests {
         };
         let firing = Firing {
             pattern: regex::Regex::new("NEWLEADER").unwrap(),
-            signal: libc::SIGKILL,
+            action: Action::Signal(libc::SIGKILL),
             delay: Duration::ZERO,
             jitter: Duration::ZERO,
             count: 1,
@@ -281,7 +291,7 @@ mod tests {
         assert_eq!(fired.len(), 1, "{text}");
         assert_eq!(fired[0].line, "Learner received NEWLEADER message");
         assert_eq!(fired[0].pid, Some(child.id()));
-        assert!(fired[0].signalled_ns.unwrap() >= fired[0].seen_ns);
+        assert!(fired[0].acted_ns.unwrap() >= fired[0].seen_ns);
         // A pid file naming a process without the marker is never signalled.
         let other = Server {
             pidfile: dir.path().join("server.pid"),

@@ -41,6 +41,11 @@ impl Paths {
     }
 }
 
+/// The file holding the control port of the layer under `db`'s data directory on `node`.
+pub fn port_file(db: &dyn Db, node: &Node) -> String {
+    Paths::of(db, node).port
+}
+
 /// Mounts the layer over `db`'s data directory on `node` (no-op when it is mounted).
 pub async fn mount(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<()> {
     let agent = agent::install(control, node).await?;

@@ -74,8 +74,8 @@ fn answer(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
 }
 
 /// Sends `command` to the layer whose port is in `port_file` and returns its answer (the
-/// controller asks through the node's shell instead; this is the same exchange, for tests).
-#[cfg(test)]
+/// controller asks through the node's shell; this is the same exchange, for a trigger agent
+/// on the node and for tests).
 pub fn command(port_file: &Path, command: &str) -> anyhow::Result<String> {
     let port = std::fs::read_to_string(port_file)?;
     let mut conn = TcpStream::connect(("127.0.0.1", port.trim().parse::<u16>()?))?;
