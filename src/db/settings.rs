@@ -105,34 +105,4 @@ mod tests {
         let cfg = crate::db::keeperd::render_config(&kd, &nodes, &nodes[1], "/d");
         assert!(!cfg.contains("snapCount"), "the servers' default: {cfg}");
     }
-
-    #[test]
-    fn a_bad_snap_count_is_one_line_naming_the_file_and_field() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("w.yaml");
-        std::fs::write(&path, "workload: register\ndb:\n  snap_count: 1000\n").unwrap();
-        let (file, _) = crate::workload::load(&path, &[]).unwrap();
-        assert_eq!(file.db.snap_count, Some(1000));
-        let set = |text: &str| vec![text.parse::<crate::config::Override>().unwrap()];
-        let (file, _) = crate::workload::load(&path, &set("db.snap_count=20")).unwrap();
-        assert_eq!(file.db.snap_count, Some(20));
-        let err = crate::workload::load(&path, &set("db.snap_count=1"))
-            .err()
-            .unwrap();
-        assert_eq!(
-            format!("{err:#}"),
-            format!(
-                "{}: db.snap_count 1 is below 2 (ZooKeeper raises any snapCount under 2 to 2)",
-                path.display()
-            )
-        );
-        let err = crate::workload::load(&path, &set("db.snapcount=5"))
-            .err()
-            .unwrap();
-        let err = format!("{err:#}");
-        assert!(
-            err.contains("unknown field `snapcount`") && !err.contains('\n'),
-            "{err}"
-        );
-    }
 }
