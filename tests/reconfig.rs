@@ -1,10 +1,10 @@
 //! Integration tests of the membership-change nemesis (`kind: reconfig`) against a real
-//! 3-node ZooKeeper ensemble on a local cluster: register and set runs under removals and
-//! voter→observer changes are judged, each change is seen in the recorded membership and the
-//! planned membership is back at the end (asked of every server with `conf`); a package that
-//! would leave fewer than a majority of the planned voters, or that asks keeperd for a
-//! reconfiguration, is refused before anything starts; `heal` after a controller SIGKILL
-//! restores the membership, restarting a removed server that had died.
+//! 3-node ZooKeeper ensemble and a 3-server keeperd ensemble on a local cluster: register and
+//! set runs under removals and voter→observer changes are judged, each change is seen in the
+//! recorded membership and the planned membership is back at the end (asked of every server
+//! with `conf`); a package that would leave fewer than a majority of the planned voters is
+//! refused before anything starts; `heal` after a controller SIGKILL restores the
+//! membership, restarting a removed server that had died.
 //!
 //! A custom harness (`harness = false`): the scenarios share one cluster, made at the start
 //! and always removed at the end. Needs root on Linux.
@@ -16,7 +16,7 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{text, TestCluster};
+use common::{keeperd_binary, text, TestCluster};
 use serde_json::Value;
 
 /// The membership lines (`server.N=…`) server `i` reports with the `conf` four-letter word.
@@ -33,8 +33,29 @@ fn membership(cluster: &TestCluster, i: usize) -> Vec<String> {
         .collect()
 }
 
+/// The database arguments of the keeperd scenarios.
+fn keeperd() -> Vec<String> {
+    ["--db", "keeperd", "--keeperd-binary", &keeperd_binary()]
+        .map(String::from)
+        .to_vec()
+}
+
+/// `args` followed by the database arguments `db`.
+fn with(args: &[&str], db: &[String]) -> Vec<String> {
+    args.iter()
+        .map(|a| a.to_string())
+        .chain(db.iter().cloned())
+        .collect()
+}
+
+/// Runs `stampede args… db…`, failing the test on an error.
+fn stampede_ok(cluster: &TestCluster, args: &[&str], db: &[String]) -> String {
+    let args = with(args, db);
+    cluster.stampede_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 /// Asserts that every server reports the planned membership: three voting participants.
-fn assert_planned_membership(cluster: &TestCluster) {
+fn assert_planned_membership(cluster: &TestCluster, db: &[String]) {
     let net = cluster.net();
     let planned: Vec<String> = (1..=3)
         .map(|i| format!("server.{i}={net}{i}:2888:3888:participant;{net}{i}:2181"))
@@ -46,7 +67,7 @@ fn assert_planned_membership(cluster: &TestCluster) {
             "the membership n{i} reports"
         );
     }
-    let status = cluster.stampede_ok(&["db", "status"]);
+    let status = stampede_ok(cluster, &["db", "status"], db);
     assert!(
         !status.contains("observer") && !status.contains("not serving"),
         "every server votes and serves: {status}"
@@ -55,26 +76,36 @@ fn assert_planned_membership(cluster: &TestCluster) {
 
 /// Runs a `workload` test under the package `yaml`, keeping the database; returns the
 /// verdict line and the nemesis operations of its history.
-fn run(cluster: &TestCluster, name: &str, workload: &str, yaml: &str) -> (String, Vec<Value>) {
+fn run(
+    cluster: &TestCluster,
+    name: &str,
+    workload: &str,
+    yaml: &str,
+    db: &[String],
+) -> (String, Vec<Value>) {
     let package = cluster.work.join(format!("{name}.yaml"));
     std::fs::write(&package, yaml).unwrap();
     let package = package.display().to_string();
-    let out = cluster.stampede(&[
-        "test",
-        "--name",
-        name,
-        "--workload",
-        workload,
-        "--nemesis",
-        &package,
-        "--time-limit",
-        "20s",
-        "--set",
-        "generator.nemesis_interval=2s",
-        "--set",
-        "generator.nemesis_duration=4s",
-        "--keep-db",
-    ]);
+    let args = with(
+        &[
+            "test",
+            "--name",
+            name,
+            "--workload",
+            workload,
+            "--nemesis",
+            &package,
+            "--time-limit",
+            "20s",
+            "--set",
+            "generator.nemesis_interval=2s",
+            "--set",
+            "generator.nemesis_duration=4s",
+            "--keep-db",
+        ],
+        db,
+    );
+    let out = cluster.stampede(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let verdict = common::last_line(&out);
     assert_eq!(
         out.status.code(),
@@ -132,30 +163,46 @@ fn assert_changes_recorded(nemesis: &[Value], actions: &[&str]) {
     }
 }
 
-fn register_under_removal_and_demotion_is_valid_and_restored(cluster: &TestCluster) {
+fn register_under_removal_and_demotion(cluster: &TestCluster, db: &[String]) {
     let yaml = "faults:\n\
                 \x20 - {kind: reconfig, target: leader, reconfig: {action: remove}}\n\
                 \x20 - {kind: reconfig, target: follower, reconfig: {action: observer}}\n";
-    let (verdict, nemesis) = run(cluster, "register-reconfig", "register", yaml);
+    let (verdict, nemesis) = run(cluster, "register-reconfig", "register", yaml, db);
     assert!(
         verdict.starts_with("verdict: valid under ") && verdict.contains("reconfig fault"),
         "{verdict}"
     );
     assert_changes_recorded(&nemesis, &["remove", "observer"]);
-    assert_planned_membership(cluster);
-    cluster.stampede_ok(&["db", "teardown"]);
+    assert_planned_membership(cluster, db);
+    stampede_ok(cluster, &["db", "teardown"], db);
+}
+
+fn set_under_removal(cluster: &TestCluster, db: &[String]) {
+    let yaml = "faults:\n  - {kind: reconfig, target: one}\n";
+    let (verdict, nemesis) = run(cluster, "set-reconfig", "set", yaml, db);
+    assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
+    assert_changes_recorded(&nemesis, &["remove"]);
+    assert_planned_membership(cluster, db);
+    stampede_ok(cluster, &["db", "teardown"], db);
+}
+
+fn register_under_removal_and_demotion_is_valid_and_restored(cluster: &TestCluster) {
+    register_under_removal_and_demotion(cluster, &[]);
 }
 
 fn set_under_removal_is_valid_and_restored(cluster: &TestCluster) {
-    let yaml = "faults:\n  - {kind: reconfig, target: one}\n";
-    let (verdict, nemesis) = run(cluster, "set-reconfig", "set", yaml);
-    assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
-    assert_changes_recorded(&nemesis, &["remove"]);
-    assert_planned_membership(cluster);
-    cluster.stampede_ok(&["db", "teardown"]);
+    set_under_removal(cluster, &[]);
 }
 
-fn packages_below_a_majority_or_for_keeperd_are_refused(cluster: &TestCluster) {
+fn keeperd_register_under_removal_and_demotion_is_valid_and_restored(cluster: &TestCluster) {
+    register_under_removal_and_demotion(cluster, &keeperd());
+}
+
+fn keeperd_set_under_removal_is_valid_and_restored(cluster: &TestCluster) {
+    set_under_removal(cluster, &keeperd());
+}
+
+fn packages_below_a_majority_are_refused(cluster: &TestCluster) {
     let refused = |name: &str, yaml: &str, extra: &[&str]| {
         let package = cluster.work.join(format!("{name}.yaml"));
         std::fs::write(&package, yaml).unwrap();
@@ -182,13 +229,13 @@ fn packages_below_a_majority_or_for_keeperd_are_refused(cluster: &TestCluster) {
     );
     let keeperd = refused(
         "keeperd",
-        "faults:\n  - kind: reconfig\n",
+        "faults:\n  - kind: reconfig\n    target: all\n",
         &["--db", "keeperd"],
     );
     assert!(
         keeperd.ends_with(
-            "keeperd.yaml:2: faults[0].kind: keeperd does not support dynamic \
-             reconfiguration (kind reconfig is for ZooKeeper 3.5+)"
+            "keeperd.yaml:3: faults[0].target: target all takes 3 of 3 voters out; a \
+             reconfig may take at most 1, leaving a majority of the planned voters"
         ),
         "{keeperd}"
     );
@@ -198,12 +245,13 @@ fn packages_below_a_majority_or_for_keeperd_are_refused(cluster: &TestCluster) {
     assert_eq!(idle, 3, "no server was started: {status}");
 }
 
-fn heal_after_a_controller_sigkill_restores_the_membership(cluster: &TestCluster) {
-    cluster.stampede_ok(&["db", "setup"]);
-    let args: Vec<&str> = "nemesis run --kind reconfig --target follower --duration 5m"
-        .split(' ')
-        .collect();
-    let mut controller = cluster.command(&args);
+/// Kills the controller of a removal, kills the removed server too, and checks that `heal`
+/// brings back the planned membership; the servers' files are under `home` on the nodes.
+fn heal_after_a_controller_sigkill(cluster: &TestCluster, db: &[String], home: &str) {
+    stampede_ok(cluster, &["db", "setup"], db);
+    let args = "nemesis run --kind reconfig --target follower --duration 5m";
+    let args = with(&args.split(' ').collect::<Vec<_>>(), db);
+    let mut controller = cluster.command(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let mut controller = controller.stdout(Stdio::piped()).spawn().unwrap();
     let mut lines = BufReader::new(controller.stdout.take().unwrap()).lines();
     let started = lines
@@ -222,8 +270,9 @@ fn heal_after_a_controller_sigkill_restores_the_membership(cluster: &TestCluster
         "{removed} was removed: {value}"
     );
     // The removed server dies too: ZooKeeper will not restart it while its own configuration
-    // leaves it out, so the heal must restore its configuration before starting it.
-    let pid_file = format!("/var/lib/stampede/db/{}{i}/server.pid", cluster.net());
+    // leaves it out, so the heal must restore its configuration before starting it (keeperd
+    // starts it as an observer, and the heal adds it back).
+    let pid_file = format!("{home}/{}{i}/server.pid", cluster.net());
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     let killed = std::process::Command::new("kill")
         .args(["-9", pid.trim()])
@@ -231,20 +280,28 @@ fn heal_after_a_controller_sigkill_restores_the_membership(cluster: &TestCluster
         .unwrap();
     assert!(killed.success());
     let began = Instant::now();
-    cluster.stampede_ok(&["heal"]);
+    stampede_ok(cluster, &["heal"], db);
     println!("heal restored the membership in {:?}", began.elapsed());
-    assert_planned_membership(cluster);
+    assert_planned_membership(cluster, db);
     let marker = format!("/var/lib/stampede/reconfigured-{}{i}", cluster.net());
     assert!(!std::path::Path::new(&marker).exists(), "{marker} removed");
     assert!(began.elapsed() < Duration::from_secs(90));
-    cluster.stampede_ok(&["db", "teardown"]);
+    stampede_ok(cluster, &["db", "teardown"], db);
+}
+
+fn heal_after_a_controller_sigkill_restores_the_membership(cluster: &TestCluster) {
+    heal_after_a_controller_sigkill(cluster, &[], "/var/lib/stampede/db");
+}
+
+fn keeperd_heal_after_a_controller_sigkill_restores_the_membership(cluster: &TestCluster) {
+    heal_after_a_controller_sigkill(cluster, &keeperd(), "/var/lib/stampede/keeperd");
 }
 
 fn main() {
     let scenarios: &[common::Scenario] = &[
         (
-            "packages_below_a_majority_or_for_keeperd_are_refused",
-            packages_below_a_majority_or_for_keeperd_are_refused,
+            "packages_below_a_majority_are_refused",
+            packages_below_a_majority_are_refused,
         ),
         (
             "register_under_removal_and_demotion_is_valid_and_restored",
@@ -257,6 +314,18 @@ fn main() {
         (
             "heal_after_a_controller_sigkill_restores_the_membership",
             heal_after_a_controller_sigkill_restores_the_membership,
+        ),
+        (
+            "keeperd_register_under_removal_and_demotion_is_valid_and_restored",
+            keeperd_register_under_removal_and_demotion_is_valid_and_restored,
+        ),
+        (
+            "keeperd_set_under_removal_is_valid_and_restored",
+            keeperd_set_under_removal_is_valid_and_restored,
+        ),
+        (
+            "keeperd_heal_after_a_controller_sigkill_restores_the_membership",
+            keeperd_heal_after_a_controller_sigkill_restores_the_membership,
         ),
     ];
     let cluster = TestCluster::new("strcfg", "10.241.25.0/24");

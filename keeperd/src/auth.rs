@@ -18,15 +18,25 @@ pub fn digest_id(credentials: &str) -> Option<String> {
     Some(format!("{user}:{}", base64(&sha1(credentials.as_bytes()))))
 }
 
-/// Whether the identities `ids` hold permission `perm` under `acl`.
+/// The identity a connection gets when it proves the superuser's digest: it passes every
+/// ACL check, as ZooKeeper's `super` identity does.
+pub fn superuser() -> AuthId {
+    AuthId {
+        scheme: "super".into(),
+        id: String::new(),
+    }
+}
+
+/// Whether the identities `ids` hold permission `perm` under `acl` (the superuser holds all).
 pub fn allowed(acl: &[Acl], ids: &[AuthId], perm: i32) -> bool {
-    acl.iter().any(|a| {
-        a.perms & perm != 0
-            && ((a.scheme == "world" && a.id == "anyone")
-                || ids
-                    .iter()
-                    .any(|i| i.scheme == a.scheme && id_matches(&a.scheme, &i.id, &a.id)))
-    })
+    ids.iter().any(|i| i.scheme == "super")
+        || acl.iter().any(|a| {
+            a.perms & perm != 0
+                && ((a.scheme == "world" && a.id == "anyone")
+                    || ids
+                        .iter()
+                        .any(|i| i.scheme == a.scheme && id_matches(&a.scheme, &i.id, &a.id)))
+        })
 }
 
 fn id_matches(scheme: &str, have: &str, acl_id: &str) -> bool {

@@ -4,7 +4,8 @@
 //!
 //! An ensemble is configured as in ZooKeeper: one
 //! `server.N=host:quorumPort:electionPort[:participant|:observer]` line per
-//! server (a `;clientPort` tail is accepted and ignored), the server's own
+//! server (a `;[clientAddress:]clientPort` tail is kept for `/zookeeper/config`), the
+//! server's own
 //! `N` in `<dataDir>/myid`, and `initLimit` / `syncLimit` in ticks. With no
 //! server lines, or a single participant and no observer, keeperd runs
 //! standalone as before.
@@ -42,6 +43,9 @@ pub struct Config {
     /// Deliberate bugs to switch on (`failpoints=a,b`; needs a build with the
     /// `failpoints` feature).
     pub failpoints: Vec<String>,
+    /// The digest identity `user:base64(sha1(user:password))` of the superuser
+    /// (`superDigest`, ZooKeeper's `zookeeper.DigestAuthenticationProvider.superDigest`).
+    pub super_digest: Option<String>,
 }
 
 /// One `server.N=host:quorumPort:electionPort[:type]` line.
@@ -57,13 +61,17 @@ pub struct ServerSpec {
     pub election_port: u16,
     /// A non-voting member.
     pub observer: bool,
+    /// The client address tail after `;` (`[address:]port`), as configured.
+    pub client: Option<String>,
 }
 
 impl ServerSpec {
     /// Parses the value of a `server.N` line.
-    fn parse(id: u64, value: &str) -> Result<ServerSpec, String> {
-        // A dynamic-config tail `;[address:]clientPort` is not used.
-        let addresses = value.split(';').next().unwrap_or("");
+    pub fn parse(id: u64, value: &str) -> Result<ServerSpec, String> {
+        let (addresses, client) = match value.split_once(';') {
+            Some((a, c)) => (a, Some(c.trim().to_string()).filter(|c| !c.is_empty())),
+            None => (value, None),
+        };
         let parts: Vec<&str> = addresses.trim().rsplitn(4, ':').collect();
         let (kind, rest) = match parts.first() {
             Some(&"observer") => (true, &parts[1..]),
@@ -89,7 +97,25 @@ impl ServerSpec {
             quorum_port: port(quorum)?,
             election_port: port(election)?,
             observer: kind,
+            client,
         })
+    }
+
+    /// The line's value as `/zookeeper/config` shows it:
+    /// `host:quorumPort:electionPort:participant|observer[;client]`.
+    pub fn render(&self) -> String {
+        let role = if self.observer {
+            "observer"
+        } else {
+            "participant"
+        };
+        let host = join_host_port(&self.host, self.quorum_port);
+        let client = self.client.as_ref().map(|c| format!(";{c}"));
+        format!(
+            "{host}:{}:{role}{}",
+            self.election_port,
+            client.unwrap_or_default()
+        )
     }
 
     /// `host:port` of this server's quorum port.
@@ -101,6 +127,15 @@ impl ServerSpec {
     pub fn election_addr(&self) -> String {
         join_host_port(&self.host, self.election_port)
     }
+}
+
+/// Ids of the voting members among `servers`.
+pub fn voters(servers: &[ServerSpec]) -> Vec<u64> {
+    servers
+        .iter()
+        .filter(|s| !s.observer)
+        .map(|s| s.id)
+        .collect()
 }
 
 fn join_host_port(host: &str, port: u16) -> String {
@@ -138,11 +173,7 @@ impl Ensemble {
 
     /// Ids of the voting members.
     pub fn voters(&self) -> Vec<u64> {
-        self.servers
-            .iter()
-            .filter(|s| !s.observer)
-            .map(|s| s.id)
-            .collect()
+        voters(&self.servers)
     }
 
     /// How many voters make a quorum (a strict majority).
@@ -179,6 +210,7 @@ impl Config {
         let mut init_limit = 10u32;
         let mut sync_limit = 5u32;
         let mut failpoints = Vec::new();
+        let mut super_digest = None;
         for (n, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -262,6 +294,12 @@ impl Config {
                         .filter(|w| !w.is_empty())
                         .collect()
                 }
+                "superDigest" | "zookeeper.DigestAuthenticationProvider.superDigest" => {
+                    if !value.contains(':') {
+                        return Err(bad("expected user:base64(sha1(user:password))"));
+                    }
+                    super_digest = Some(value.to_string());
+                }
                 _ if key.starts_with("server.") => {
                     let id = key["server.".len()..]
                         .parse::<u64>()
@@ -308,6 +346,7 @@ impl Config {
             init_limit,
             sync_limit,
             failpoints,
+            super_digest,
         })
     }
 
@@ -365,7 +404,9 @@ impl Config {
         (requested.max(0) as u32).clamp(self.min_session_timeout, self.max_session_timeout) as i32
     }
 
-    /// The config rendered for the `conf` four-letter word, for server `my_id` (0 standalone).
+    /// The config rendered for the `conf` four-letter word, for server `my_id` (0 standalone),
+    /// without the membership (the `server.N` lines and `version`, which the caller appends
+    /// from `/zookeeper/config`).
     pub fn render(&self, my_id: u64) -> String {
         let mut out = format!(
             "clientPort={}\nclientPortAddress={}\ndataDir={}\ndataLogDir={}\ntickTime={}\nmaxClientCnxns=0\nminSessionTimeout={}\nmaxSessionTimeout={}\nserverId={my_id}\nsnapCount={}\n4lw.commands.whitelist={}\n",
@@ -388,20 +429,6 @@ impl Config {
                 self.servers.iter().find(|s| s.id == my_id).map_or(0, |s| s.quorum_port),
                 if self.servers.iter().any(|s| s.id == my_id && s.observer) { 1 } else { 0 },
             ));
-            for s in &self.servers {
-                out.push_str(&format!(
-                    "server.{}={}:{}:{}:{}\n",
-                    s.id,
-                    s.host,
-                    s.quorum_port,
-                    s.election_port,
-                    if s.observer {
-                        "observer"
-                    } else {
-                        "participant"
-                    }
-                ));
-            }
         }
         out
     }

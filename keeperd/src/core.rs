@@ -27,6 +27,7 @@
 //! the zxid the answer reflects.
 
 mod ensemble;
+mod reconfig;
 
 use crate::auth::{digest_id, AuthId};
 use crate::config::Config;
@@ -726,6 +727,7 @@ impl Core {
         self.shared
             .visible_zxid
             .store(self.committed_zxid, Ordering::Release);
+        self.reconfig_committed();
     }
 
     /// Queues output for a connection; held while any applied txn is not yet committed.
@@ -1004,6 +1006,9 @@ impl Core {
                     .flatten();
                 match id {
                     Some(id) => {
+                        if self.config.super_digest.as_deref() == Some(id.as_str()) {
+                            self.conns[&conn].link.add_auth(crate::auth::superuser());
+                        }
                         self.conns[&conn].link.add_auth(AuthId { scheme, id });
                         self.reply(conn, xid, err::OK, |_| {});
                     }
@@ -1116,7 +1121,8 @@ impl Core {
             | Request::Delete { .. }
             | Request::SetData { .. }
             | Request::SetAcl { .. }
-            | Request::Multi(_) => unreachable!("writes are handled above"),
+            | Request::Multi(_)
+            | Request::Reconfig { .. } => unreachable!("writes are handled above"),
         }
         self.answered_at(conn, at);
     }
@@ -1194,6 +1200,20 @@ impl Core {
                 });
             }
             Request::Multi(ops) => self.multi(to, xid, session, auth, ops),
+            Request::Reconfig {
+                joining,
+                leaving,
+                new_members,
+                config_id,
+            } => {
+                let change = reconfig::Change {
+                    joining,
+                    leaving,
+                    new_members,
+                    config_id,
+                };
+                self.reconfig(to, xid, session, auth, change);
+            }
             other => return Some(other),
         }
         None

@@ -85,7 +85,15 @@ pub fn answer(core: &Core, word: &str) -> String {
                 }
             }
         }
-        "conf" => out.push_str(&core.config().render(core.role().id())),
+        "conf" => {
+            out.push_str(&core.config().render(core.role().id()));
+            if !matches!(core.role(), Role::Standalone) {
+                // The membership as the replicated /zookeeper/config holds it.
+                let (data, _) = core.tree().config();
+                out.push_str(&String::from_utf8_lossy(&data));
+                out.push('\n');
+            }
+        }
         "envi" => {
             let _ = writeln!(out, "Environment:");
             let _ = writeln!(out, "zookeeper.version={VERSION}");

@@ -18,6 +18,7 @@ pub mod fourlw;
 pub mod frame;
 pub mod jute;
 pub mod log;
+pub mod membership;
 pub mod outbox;
 pub mod processor;
 pub mod proto;

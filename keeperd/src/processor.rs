@@ -152,6 +152,10 @@ pub fn prep_set_data(
     if !allowed(&node.acl, caller.auth, perms::WRITE) {
         return Err(err::NO_AUTH);
     }
+    if path == crate::membership::CONFIG_PATH {
+        // The membership changes only through reconfig, which the broadcast counts apart.
+        return Err(err::BAD_ARGUMENTS);
+    }
     let stat = node.stat();
     check_version(version, stat.version)?;
     if data.len() > MAX_DATA {

@@ -55,6 +55,8 @@ pub mod err {
     pub const INVALID_ACL: i32 = -114;
     pub const AUTH_FAILED: i32 = -115;
     pub const NO_WATCHER: i32 = -121;
+    pub const NEW_CONFIG_NO_QUORUM: i32 = -13;
+    pub const RECONFIG_IN_PROGRESS: i32 = -14;
 }
 
 /// Special xids: replies echo the request's xid (ping -2, auth -4 and
@@ -338,6 +340,14 @@ pub enum Request {
     },
     /// whoAmI.
     WhoAmI,
+    /// reconfig (ZooKeeper's ReconfigRequest): incremental (`joining`, `leaving`) or
+    /// whole (`new_members`), valid while the membership's version is `config_id` (-1: any).
+    Reconfig {
+        joining: String,
+        leaving: String,
+        new_members: String,
+        config_id: i64,
+    },
     /// An op code keeperd does not implement.
     Unknown(i32),
 }
@@ -430,6 +440,12 @@ impl Request {
                 remove: opcode == op::REMOVE_WATCHES,
             },
             op::WHO_AM_I => Request::WhoAmI,
+            op::RECONFIG => Request::Reconfig {
+                joining: r.string()?,
+                leaving: r.string()?,
+                new_members: r.string()?,
+                config_id: r.i64()?,
+            },
             other => {
                 // Skip the body of ops we do not serve; the reply says Unimplemented.
                 r.skip_rest();

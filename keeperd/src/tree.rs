@@ -214,6 +214,10 @@ pub struct DataTree {
     pub last_zxid: i64,
     data_size: u64,
     acl_cache: HashMap<Vec<Acl>, Arc<[Acl]>>,
+    /// The membership (`/zookeeper/config` data) a reconfiguration applied since this tree
+    /// was loaded replaced, until that reconfiguration is known committed: a leader whose
+    /// history ends with it needs the old voters' quorum as well as the new ones'.
+    pub config_before: Option<Arc<[u8]>>,
 }
 
 /// The parent path of `path` ("/" for top-level nodes).
@@ -235,6 +239,24 @@ impl Default for DataTree {
 }
 
 impl DataTree {
+    /// Seeds `/zookeeper/config` with `data` (the config file's membership) unless a
+    /// reconfiguration wrote it: not a transaction, every member seeds the same.
+    pub fn seed_config(&mut self, data: &[u8]) {
+        let path = crate::membership::CONFIG_PATH;
+        if let Some(node) = self.nodes.get_mut(path) {
+            if node.stat.mzxid == 0 && *node.data != *data {
+                let old = std::mem::replace(&mut node.data, data.into());
+                self.data_size = self.data_size + data.len() as u64 - old.len() as u64;
+            }
+        }
+    }
+
+    /// The membership data (`/zookeeper/config`) and the zxid that wrote it (0: seeded).
+    pub fn config(&self) -> (Arc<[u8]>, i64) {
+        let node = self.nodes.get(crate::membership::CONFIG_PATH);
+        node.map_or((Arc::new([]), 0), |n| (n.data.clone(), n.stat.mzxid))
+    }
+
     /// A tree holding only "/" and ZooKeeper's system nodes.
     pub fn new() -> Self {
         let mut t = DataTree {
@@ -246,6 +268,7 @@ impl DataTree {
             last_zxid: 0,
             data_size: 0,
             acl_cache: HashMap::new(),
+            config_before: None,
         };
         let acl = t.intern_acl(vec![Acl::open()]);
         t.nodes.insert(
@@ -257,12 +280,20 @@ impl DataTree {
                 seq: 0,
             },
         );
+        // As in ZooKeeper 3.5.3+, only the superuser may write /zookeeper/config.
+        let read_only = t.intern_acl(vec![Acl {
+            perms: crate::proto::perms::READ,
+            ..Acl::open()
+        }]);
         for path in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
             t.insert_node(
                 path,
                 Node {
                     data: Arc::new([]),
-                    acl: acl.clone(),
+                    acl: match path {
+                        crate::membership::CONFIG_PATH => read_only.clone(),
+                        _ => acl.clone(),
+                    },
                     stat: Stat::default(),
                     seq: 0,
                 },
@@ -522,6 +553,11 @@ impl DataTree {
                     data: std::mem::replace(&mut node.data, data.as_slice().into()),
                     stat: node.stat,
                 };
+                if path == crate::membership::CONFIG_PATH {
+                    if let Undo::DataSet { data: old, .. } = &undo {
+                        self.config_before = Some(old.clone());
+                    }
+                }
                 node.stat.version = *version;
                 node.stat.mzxid = zxid;
                 node.stat.mtime = time;
@@ -607,6 +643,7 @@ impl DataTree {
             last_zxid: self.last_zxid,
             data_size: self.data_size,
             acl_cache: self.acl_cache.clone(),
+            config_before: self.config_before.clone(),
         }
     }
 

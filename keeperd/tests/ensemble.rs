@@ -561,3 +561,171 @@ async fn observers_replicate_and_serve_but_never_vote() {
     e.wait_serving(Duration::from_secs(15));
     assert_eq!(e.mode(4).as_deref(), Some("observer"));
 }
+
+/// A session authenticated as the superuser `super:superpw` (see [`SUPER`]), to `addr`.
+async fn connect_super(addr: &str) -> Client {
+    Client::connector()
+        .with_session_timeout(Duration::from_secs(5))
+        .with_connection_timeout(Duration::from_secs(2))
+        .with_auth("digest", b"super:superpw")
+        .connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"))
+}
+
+/// The config line making `super:superpw` the superuser.
+const SUPER: &str = "superDigest=super:g9oN2HttPfn8MMWJZ2r45Np/LIA=";
+
+/// The members (`server.N:role`) and the version of a `/zookeeper/config` (or `conf`) text.
+/// (Each member's config file names the others by the relays in front of them, so the
+/// addresses differ between members' seeded memberships.)
+fn membership(text: &str) -> (Vec<String>, String) {
+    let servers = text
+        .lines()
+        .filter(|l| l.starts_with("server."))
+        .map(|l| {
+            let (id, spec) = l.split_once('=').unwrap();
+            let role = spec.split(';').next().unwrap().rsplit(':').next().unwrap();
+            format!("{id}:{role}")
+        })
+        .collect();
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("version="))
+        .unwrap_or_default()
+        .to_string();
+    (servers, version)
+}
+
+/// Reconfigures incrementally through `c`.
+async fn reconfigure(c: &Client, joining: &[&str], leaving: &[&str]) -> Result<String, zk::Error> {
+    let update = zk::EnsembleUpdate::Incremental {
+        joinings: joining.iter().copied(),
+        leavings: leaving.iter().copied(),
+    };
+    let (data, _) = c.update_ensemble(update, None).await?;
+    Ok(String::from_utf8(data).unwrap())
+}
+
+/// Waits until member `id` reports `mode`.
+fn wait_mode(e: &Ensemble, id: usize, mode: &str, limit: Duration) {
+    let start = Instant::now();
+    while e.mode(id).as_deref() != Some(mode) {
+        assert!(
+            start.elapsed() < limit,
+            "member {id} is not {mode} within {limit:?} but {:?}\n{}",
+            e.mode(id),
+            e.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until member `id` observes, then writes `path` through it.
+async fn observes_and_serves(e: &Ensemble, id: usize, path: &str) {
+    wait_mode(e, id, "observer", Duration::from_secs(10));
+    create_eventually(&e.addr(id), path, Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reconfiguration_removes_the_leader_demotes_a_follower_and_restores_them() {
+    let mut e = Ensemble::start("reconfig", 3, 0, SUPER);
+    let leader = e.wait_serving(Duration::from_secs(10));
+    let c = connect_super(&e.connect_string()).await;
+    let (data, _) = c.get_config().await.unwrap();
+    let (planned, version) = membership(&String::from_utf8(data).unwrap());
+    assert_eq!(planned.len(), 3, "{planned:?}");
+    assert!(planned.iter().all(|s| s.contains(":participant")));
+    assert_eq!(version, "0", "the config file's membership");
+    let (data, _) = c.get_config().await.unwrap();
+    let lines: Vec<String> = String::from_utf8(data)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let spec = |id: usize| lines[id - 1].clone();
+
+    // Only the superuser reconfigures, and only the version it names.
+    let anyone = connect(&e.addr(leader)).await;
+    let leader_id = leader.to_string();
+    assert!(matches!(
+        reconfigure(&anyone, &[], &[&leader_id]).await,
+        Err(zk::Error::NoAuth)
+    ));
+    let update = zk::EnsembleUpdate::Incremental {
+        joinings: Vec::new().into_iter(),
+        leavings: vec![leader_id.as_str()].into_iter(),
+    };
+    assert!(matches!(
+        c.update_ensemble(update, Some(77)).await,
+        Err(zk::Error::BadVersion)
+    ));
+    assert!(matches!(
+        c.set_data("/zookeeper/config", b"server.1=x:1:2", None)
+            .await,
+        Err(zk::Error::BadArguments(_))
+    ));
+
+    // The leader removed: the two others elect a leader, the removed server observes.
+    c.create("/r", b"", &persistent()).await.unwrap();
+    let removed = reconfigure(&c, &[], &[&leader_id]).await.unwrap();
+    let (servers, version) = membership(&removed);
+    assert_eq!(servers.len(), 2, "{removed}");
+    assert_ne!(version, "0");
+    let others: Vec<usize> = (1..=3).filter(|i| *i != leader).collect();
+    let next = e.wait_leader_among(&others, Duration::from_secs(10));
+    observes_and_serves(&e, leader, "/r/through-removed").await;
+    for i in 1..=3 {
+        let conf = membership(&e.four(i, "conf"));
+        assert_eq!(
+            conf,
+            (servers.clone(), version.clone()),
+            "member {i}'s conf"
+        );
+    }
+
+    // A follower demoted to observer goes on observing; a quorum of the new voters is
+    // needed for the next change.
+    let follower = *others.iter().find(|i| **i != next).unwrap();
+    let demoted = spec(follower).replace(":participant", ":observer");
+    let c = connect_super(&e.addr(next)).await;
+    let strangers = [
+        "server.8=127.0.0.1:1:2:participant;127.0.0.1:3",
+        "server.9=127.0.0.1:1:2:participant;127.0.0.1:3",
+    ];
+    let text = reconfigure(&c, &strangers, &[]).await;
+    assert!(
+        matches!(text, Err(zk::Error::UnexpectedErrorCode(-13))),
+        "NEWCONFIGNOQUORUM: two of four new voters hold the history: {text:?}"
+    );
+    let back = reconfigure(&c, &[&spec(leader)], &[]).await.unwrap();
+    assert_eq!(membership(&back).0, planned, "the removed leader is back");
+    wait_mode(&e, leader, "follower", Duration::from_secs(10));
+    let demoted = reconfigure(&c, &[&demoted], &[]).await.unwrap();
+    let observers = membership(&demoted).0;
+    assert_eq!(
+        observers
+            .iter()
+            .filter(|s| s.ends_with(":observer"))
+            .count(),
+        1
+    );
+    observes_and_serves(&e, follower, "/r/through-observer").await;
+
+    // The membership survives restarts: the data directory's wins over the config file's.
+    for i in 1..=3 {
+        e.kill9(i);
+    }
+    for i in 1..=3 {
+        e.spawn(i);
+    }
+    e.wait_serving(Duration::from_secs(20));
+    assert_eq!(e.mode(follower).as_deref(), Some("observer"));
+    let c = connect_super(&e.connect_string()).await;
+    c.sync("/").await.unwrap();
+    let children: BTreeSet<String> = c.list_children("/r").await.unwrap().into_iter().collect();
+    assert_eq!(children.len(), 2, "{children:?}");
+    let restored = reconfigure(&c, &[&spec(follower)], &[]).await.unwrap();
+    assert_eq!(membership(&restored).0, planned);
+    wait_mode(&e, follower, "follower", Duration::from_secs(10));
+}

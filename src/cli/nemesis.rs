@@ -21,7 +21,7 @@ enum Action {
     Run {
         /// Fault kind: partition, kill, pause, clock (a 5 s bump), packet (100 ms delay), corrupt
         /// (16 bytes of the newest log flipped), restart (one server after another) or reconfig
-        /// (remove the target from the ZooKeeper ensemble).
+        /// (remove the target from the ensemble).
         #[arg(long)]
         kind: String,
         /// Which nodes: one, minority, majority, all, leader or a node name; partitions also

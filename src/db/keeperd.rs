@@ -3,6 +3,14 @@
 //! (`server.N` lines and `myid` as for ZooKeeper; the last `observers` nodes observe). The
 //! binary is built on the controller (or given), uploaded to the nodes, and run with a
 //! `zoo.cfg`-style config of its own.
+//!
+//! Membership changes (the reconfig nemesis) go through keeperd's `reconfig` as stampede's
+//! superuser ([`SUPERUSER`], accepted through the config's `superDigest`). keeperd keeps the
+//! membership in its data directory, which wins over the config file, and runs a removed
+//! server as a non-voting observer: a removed server restarts with its config as it is, so
+//! there is no configuration to restore before starting it.
+
+use crate::db::zookeeper::{SUPERUSER, SUPER_DIGEST};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -77,22 +85,41 @@ pub fn render_config(cfg: &KeeperdConfig, nodes: &[Node], node: &Node, data_dir:
     );
     out.push_str(&cfg.settings.config_lines());
     if nodes.len() > 1 {
-        let voters = nodes.len() - cfg.observers.min(nodes.len() - 1);
-        for (i, n) in nodes.iter().enumerate() {
-            let kind = if i < voters { "" } else { ":observer" };
-            out.push_str(&format!(
-                "server.{}={}:{}:{}{kind}\n",
-                i + 1,
-                n.host,
-                cfg.quorum_port,
-                cfg.election_port
-            ));
+        for (i, (_, spec)) in member_specs(cfg, nodes).iter().enumerate() {
+            out.push_str(&format!("server.{}={spec}\n", i + 1));
         }
+        out.push_str(&format!("superDigest={SUPER_DIGEST}\n"));
     }
     if !cfg.failpoints.is_empty() {
         out.push_str(&format!("failpoints={}\n", cfg.failpoints.join(",")));
     }
     out
+}
+
+/// Every node's line in the membership, without the `server.N=` prefix, as keeperd shows
+/// it in `/zookeeper/config`: `host:quorum:election:participant|observer;host:client` (the
+/// last `observers` nodes observe).
+fn member_specs(cfg: &KeeperdConfig, nodes: &[Node]) -> Vec<(Node, String)> {
+    let voters = nodes.len() - cfg.observers.min(nodes.len().saturating_sub(1));
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let role = if i < voters {
+                "participant"
+            } else {
+                "observer"
+            };
+            let spec = format!(
+                "{h}:{}:{}:{role};{h}:{}",
+                cfg.quorum_port,
+                cfg.election_port,
+                cfg.client_port,
+                h = n.host
+            );
+            (n.clone(), spec)
+        })
+        .collect()
 }
 
 /// Builds keeperd in release mode from the checkout stampede was built from and returns the
@@ -318,6 +345,17 @@ impl Db for Keeperd {
         format!("{}/data", self.home(node))
     }
 
+    fn planned_members(&self) -> Vec<(Node, String)> {
+        if self.nodes.len() < 2 {
+            return Vec::new();
+        }
+        member_specs(&self.cfg, &self.nodes)
+    }
+
+    fn superuser(&self) -> Option<&str> {
+        Some(SUPERUSER)
+    }
+
     fn clock_file(&self, node: &Node) -> Option<String> {
         self.cfg
             .faketime
@@ -376,10 +414,11 @@ mod tests {
             "clientPortAddress=10.0.0.2",
             "initLimit=10",
             "syncLimit=5",
-            "server.1=10.0.0.1:2888:3888",
-            "server.3=10.0.0.3:2888:3888",
-            "server.4=10.0.0.4:2888:3888:observer",
-            "server.5=10.0.0.5:2888:3888:observer",
+            "server.1=10.0.0.1:2888:3888:participant;10.0.0.1:2181",
+            "server.3=10.0.0.3:2888:3888:participant;10.0.0.3:2181",
+            "server.4=10.0.0.4:2888:3888:observer;10.0.0.4:2181",
+            "server.5=10.0.0.5:2888:3888:observer;10.0.0.5:2181",
+            "superDigest=stampede:eDe4kmqjwu6mF9gxDXhYED3R44s=",
             "failpoints=skip-trunc",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
@@ -391,6 +430,15 @@ mod tests {
             .all(|n| db.client_address(n) == format!("{}:2181", n.host)));
         let servers = crate::db::servers(&db, &nodes);
         assert_eq!(servers.len(), 5, "faults aim at every member");
+        let planned = db.planned_members();
+        assert_eq!(planned.len(), 5);
+        assert_eq!(
+            planned[0].1, "10.0.0.1:2888:3888:participant;10.0.0.1:2181",
+            "the membership line as keeperd shows it"
+        );
+        assert_eq!(db.superuser(), Some(SUPERUSER));
+        let one = Keeperd::new(KeeperdConfig::default(), &nodes[..1]).unwrap();
+        assert!(one.planned_members().is_empty(), "standalone");
     }
 
     #[test]

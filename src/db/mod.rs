@@ -57,7 +57,7 @@ pub trait Db: Send + Sync {
     async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
     /// The servers of the planned membership with their lines in ZooKeeper's dynamic
     /// configuration (`host:quorum:election:participant;host:client`), server ids from 1 in
-    /// this order; empty when the database cannot be reconfigured (keeperd, a lone server).
+    /// this order; empty when the database cannot be reconfigured (a lone server).
     fn planned_members(&self) -> Vec<(Node, String)> {
         Vec::new()
     }

@@ -82,7 +82,7 @@ pub const FOUR_LETTER_WORDS: &str = "srvr,mntr,ruok,wchs,cons,stat,conf";
 pub const SUPERUSER: &str = "stampede:reconfig";
 
 /// The digest of [`SUPERUSER`], `user:base64(sha1(user:password))`.
-const SUPER_DIGEST: &str = "stampede:eDe4kmqjwu6mF9gxDXhYED3R44s=";
+pub const SUPER_DIGEST: &str = "stampede:eDe4kmqjwu6mF9gxDXhYED3R44s=";
 
 /// One server's line in ZooKeeper's dynamic configuration, without the `server.N=` prefix:
 /// `host:quorum:election:participant;host:client`.

@@ -573,8 +573,8 @@ mod tests {
     fn a_reconfig_is_refused_on_keeperd_and_below_a_majority_of_voters() {
         assert_eq!(
             load_error("faults:\n  - kind: reconfig\n", false, true).unwrap(),
-            "x.yaml:2: faults[0].kind: keeperd does not support dynamic reconfiguration (kind \
-             reconfig is for ZooKeeper 3.5+)"
+            "x.yaml:2: faults[0].kind: a reconfig needs an ensemble of 3 or more keeperd \
+             servers; this one has 0"
         );
         assert_eq!(
             load_error(

@@ -1,4 +1,5 @@
-//! Membership changes (ZooKeeper 3.5+ dynamic reconfiguration): remove voting members, or
+//! Membership changes (ZooKeeper 3.5+ dynamic reconfiguration, and keeperd's, which follows
+//! it): remove voting members, or
 //! turn them into observers, then restore the planned membership. Issued through a client
 //! session authenticated as the servers' superuser; the live membership is read from
 //! `/zookeeper/config`. A change never leaves fewer voters than a majority of the planned
@@ -59,11 +60,6 @@ pub fn most_removable(planned: usize) -> usize {
 /// ensemble below a majority of its planned voters; the error is a sentence and the field.
 pub fn check(target: &Target, db: &dyn Db) -> Result<(), (&'static str, String)> {
     let planned = db.planned_members().len();
-    if db.name() == "keeperd" {
-        let why = "keeperd does not support dynamic reconfiguration (kind reconfig is for \
-                   ZooKeeper 3.5+)";
-        return Err(("kind", why.to_string()));
-    }
     if planned < 3 {
         let why = format!(
             "a reconfig needs an ensemble of 3 or more {} servers; this one has {planned}",
@@ -495,6 +491,19 @@ mod tests {
         assert_eq!(check(&target("all"), &zk(5)).unwrap_err().0, "target");
         assert_eq!(check(&target("minority"), &zk(5)), Ok(()));
         assert_eq!(check(&target("one"), &zk(1)).unwrap_err().0, "kind");
+        let keeperd = |n| {
+            let nodes = crate::control::test_nodes(n);
+            crate::db::keeperd::Keeperd::new(Default::default(), &nodes).unwrap()
+        };
+        assert_eq!(
+            check(&target("leader"), &keeperd(3)),
+            Ok(()),
+            "keeperd reconfigures"
+        );
+        assert_eq!(
+            check(&target("majority"), &keeperd(3)).unwrap_err().0,
+            "target"
+        );
         assert_eq!(most_removable(3), 1);
         assert_eq!(most_removable(4), 1);
         assert_eq!(most_removable(5), 2);

@@ -32,7 +32,8 @@ impl Remote {
     }
 }
 
-/// Whether a learner sends `req` to the leader: writes, `sync` and closeSession.
+/// Whether a learner sends `req` to the leader: writes (reconfig too), `sync` and
+/// closeSession.
 fn forwards(req: &Request) -> bool {
     matches!(
         req,
@@ -41,6 +42,7 @@ fn forwards(req: &Request) -> bool {
             | Request::SetData { .. }
             | Request::SetAcl { .. }
             | Request::Multi(_)
+            | Request::Reconfig { .. }
             | Request::Sync { .. }
             | Request::CloseSession
     )

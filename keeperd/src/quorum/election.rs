@@ -74,6 +74,12 @@ impl Elector {
         self.voters.contains(&id)
     }
 
+    /// Counts `voters` from now on (a reconfiguration changed them).
+    pub fn set_voters(&mut self, voters: Vec<u64>) {
+        self.quorum = voters.len() / 2 + 1;
+        self.voters = voters;
+    }
+
     /// The notification describing this server now.
     pub fn notification(&self) -> Notification {
         Notification {
@@ -255,6 +261,7 @@ enum Command {
     },
     State(oneshot::Sender<PeerState>),
     Established(u64),
+    Voters(Vec<u64>),
 }
 
 /// Leader election on the election port; see the module docs.
@@ -301,6 +308,11 @@ impl Election {
     /// (see [`Elector::established`]).
     pub fn established(&self, epoch: u64) {
         let _ = self.commands.send(Command::Established(epoch));
+    }
+
+    /// The voters from the next election on (the membership changed).
+    pub fn set_voters(&self, voters: Vec<u64>) {
+        let _ = self.commands.send(Command::Voters(voters));
     }
 
     /// The election's state now.
@@ -364,6 +376,7 @@ async fn run(
                     let _ = tx.send(elector.state());
                 }
                 Some(Command::Established(epoch)) => elector.established(epoch),
+                Some(Command::Voters(voters)) => elector.set_voters(voters),
             },
             Some(n) = inbox.recv() => {
                 let decided = elector.receive(n, &mut out);
@@ -497,6 +510,7 @@ mod tests {
                 quorum_port: 1,
                 election_port: 2,
                 observer: id > voters,
+                client: None,
             })
             .collect();
         Ensemble { my_id: me, servers }

@@ -51,8 +51,15 @@ struct Member {
 
 struct Tally {
     my_id: u64,
-    voters: Vec<u64>,
-    quorum: usize,
+    /// The voter sets of which each a quorum must have a zxid durable for it to commit:
+    /// the membership, and until the epoch is established the one before the last
+    /// reconfiguration in this leader's history if that may not be committed yet.
+    voters: Vec<Vec<u64>>,
+    /// A reconfiguration proposed and not committed yet: its zxid and new voters, whose
+    /// quorum must also have it (and every later proposal) durable.
+    pending: Option<(i64, Vec<u64>)>,
+    /// This leader is not a voter of the membership committed last: it steps down.
+    removed: bool,
     /// Highest zxid durable on this leader.
     durable: i64,
     committed: i64,
@@ -71,13 +78,21 @@ pub struct Broadcast {
 }
 
 impl Broadcast {
-    /// The broadcast of a leader whose history ends at `base`, all of it durable.
-    fn new(ensemble: &Ensemble, base: i64, status: Arc<Status>, lease: Duration) -> Broadcast {
+    /// The broadcast of a leader whose history ends at `base`, all of it durable, counting
+    /// quorums of each of `voters` (see [`Tally`]).
+    fn new(
+        my_id: u64,
+        voters: Vec<Vec<u64>>,
+        base: i64,
+        status: Arc<Status>,
+        lease: Duration,
+    ) -> Broadcast {
         Broadcast {
             tally: Mutex::new(Tally {
-                my_id: ensemble.my_id,
-                voters: ensemble.voters(),
-                quorum: ensemble.quorum(),
+                my_id,
+                voters,
+                pending: None,
+                removed: false,
                 durable: base,
                 // Below any zxid: the history up to `base` (maybe 0) commits once a quorum synced.
                 committed: -1,
@@ -189,24 +204,44 @@ impl Broadcast {
         }
     }
 
-    /// Commits whatever a quorum (this leader included) now has durable.
+    /// This leader proposed a reconfiguration at `zxid` making `voters` the voters.
+    fn reconfig(&self, zxid: i64, voters: Vec<u64>) {
+        self.lock().pending = Some((zxid, voters));
+    }
+
+    /// Whether a reconfiguration committed without this leader among the voters.
+    pub fn removed(&self) -> bool {
+        self.lock().removed
+    }
+
+    /// Commits whatever a quorum (this leader included) now has durable: a quorum of each
+    /// voter set, and from a pending reconfiguration on, of its new voters too.
     fn advance(&self, t: &mut Tally) {
-        let mut acks: Vec<i64> = t
+        let mut point = t
             .voters
             .iter()
-            .map(|v| {
-                if *v == t.my_id {
-                    t.durable
+            .map(|set| quorum_point(t, set))
+            .min()
+            .unwrap_or(i64::MIN)
+            .min(t.durable);
+        let mut reconfigured = None;
+        if let Some((zxid, new)) = &t.pending {
+            if point >= *zxid {
+                let theirs = quorum_point(t, new);
+                if theirs >= *zxid {
+                    point = point.min(theirs.max(*zxid));
+                    reconfigured = Some(new.clone());
                 } else {
-                    t.learners
-                        .get(v)
-                        .filter(|m| m.synced && !m.observer)
-                        .map_or(i64::MIN, |m| m.acked)
+                    point = *zxid - 1;
                 }
-            })
-            .collect();
-        acks.sort_unstable_by(|a, b| b.cmp(a));
-        let mut point = acks[t.quorum - 1].min(t.durable);
+            }
+        }
+        if let Some(new) = reconfigured {
+            tracing::info!("reconfiguration committed: voters now {new:?}");
+            t.removed = !new.contains(&t.my_id);
+            t.voters = vec![new];
+            t.pending = None;
+        }
         if failpoint::active(Failpoint::CommitBeforeQuorum)
             || (failpoint::active(Failpoint::StaleLeaderWrites) && !self.status.lease_held())
         {
@@ -227,34 +262,35 @@ impl Broadcast {
                     let _ = m.link.send(up.clone());
                 }
                 self.established.send_replace(true);
+                // The whole history is committed: the membership before it counts no more.
+                t.voters.truncate(1);
             }
         }
         self.figures(t);
         self.renew(t);
     }
 
-    /// Extends the lease from the newest ping a quorum of voters answered.
+    /// Extends the lease from the newest ping a quorum of each voter set answered.
     fn renew(&self, t: &Tally) {
         let now = self.status.now_ms();
-        let mut pinged: Vec<u64> = t
-            .voters
-            .iter()
-            .filter_map(|v| {
-                if *v == t.my_id {
-                    Some(now)
-                } else {
-                    t.learners
-                        .get(v)
-                        .filter(|m| m.synced && !m.observer)
-                        .map(|m| m.pinged)
-                }
-            })
-            .collect();
-        if pinged.len() < t.quorum {
-            return;
+        let stamps = t.voters.iter().map(|set| {
+            let mut pinged: Vec<u64> = set
+                .iter()
+                .filter_map(|v| {
+                    if *v == t.my_id {
+                        Some(now)
+                    } else {
+                        t.learners.get(v).filter(|m| m.synced).map(|m| m.pinged)
+                    }
+                })
+                .collect();
+            let quorum = set.len() / 2 + 1;
+            pinged.sort_unstable_by(|a, b| b.cmp(a));
+            pinged.get(quorum - 1).copied()
+        });
+        if let Some(Some(stamp)) = stamps.min() {
+            self.status.renew_lease(stamp, self.lease);
         }
-        pinged.sort_unstable_by(|a, b| b.cmp(a));
-        self.status.renew_lease(pinged[t.quorum - 1], self.lease);
     }
 
     /// How long ago each learner was last heard from, for the log.
@@ -283,7 +319,38 @@ impl Broadcast {
             .store(count(&|m| m.synced && m.observer), Ordering::Relaxed);
         s.pending_syncs
             .store(count(&|m| !m.synced), Ordering::Relaxed);
+        let synced = t
+            .learners
+            .iter()
+            .filter(|(_, m)| m.synced)
+            .map(|(id, _)| *id);
+        s.set_synced(synced.chain([t.my_id]).collect());
     }
+}
+
+/// The highest zxid a quorum of `set` (this leader included) has durable.
+fn quorum_point(t: &Tally, set: &[u64]) -> i64 {
+    let mut acks: Vec<i64> = set
+        .iter()
+        .map(|v| {
+            if *v == t.my_id {
+                t.durable
+            } else {
+                t.learners
+                    .get(v)
+                    .filter(|m| m.synced)
+                    .map_or(i64::MIN, |m| m.acked)
+            }
+        })
+        .collect();
+    acks.sort_unstable_by(|a, b| b.cmp(a));
+    acks.get(set.len() / 2).copied().unwrap_or(i64::MIN)
+}
+
+/// Whether `ids` hold a quorum of each of the voter sets.
+fn quorum_of_each(sets: &[Vec<u64>], ids: impl Fn(u64) -> bool) -> bool {
+    sets.iter()
+        .all(|set| set.iter().filter(|v| ids(**v)).count() > set.len() / 2)
 }
 
 /// The learner `id` if this is its current connection.
@@ -308,6 +375,9 @@ pub struct LeaderLog {
 
 impl Log for LeaderLog {
     fn append(&mut self, txn: &Txn) {
+        if let Some(new) = crate::membership::reconfigured(txn) {
+            self.broadcast.reconfig(txn.zxid, new.voters());
+        }
         let payload = self.file.append_record(txn);
         wire::encode_proposal(payload, &mut self.batch);
     }
@@ -359,18 +429,9 @@ impl Leading {
 /// What learner tasks tell the leader during discovery.
 enum Event {
     /// A learner connected with the epoch it last accepted.
-    Discovered {
-        id: u64,
-        accepted: u64,
-        observer: bool,
-    },
+    Discovered { id: u64, accepted: u64 },
     /// A learner took the new epoch; its current epoch and last zxid.
-    EpochAcked {
-        id: u64,
-        observer: bool,
-        current: u64,
-        last: i64,
-    },
+    EpochAcked { id: u64, current: u64, last: i64 },
 }
 
 /// Leads with the recovered state until a quorum is lost; returns why it
@@ -385,14 +446,28 @@ pub async fn lead(
     let ensemble = peer.ensemble.clone();
     let gate = peer.gate.clone();
     let last = recovered.tree.last_zxid;
-    let bind = format!("0.0.0.0:{}", ensemble.me().quorum_port);
+    // The port this server's own config file gives it (the membership's line for it says the
+    // same wherever the config files agree).
+    let own = config.servers.iter().find(|s| s.id == ensemble.my_id);
+    let port = own.map_or(ensemble.me().quorum_port, |s| s.quorum_port);
+    let bind = format!("0.0.0.0:{port}");
     let listener = TcpListener::bind(&bind)
         .await
         .map_err(|e| format!("cannot listen for learners on {bind}: {e}"))?;
     let status = Arc::new(Status::default());
     // A tick short of when the learners could give up on this leader.
     let lease = (config.tick() * config.sync_limit.saturating_sub(1)).max(config.tick() / 2);
-    let broadcast = Arc::new(Broadcast::new(&ensemble, last, status.clone(), lease));
+    // A quorum of the membership, and of the one before if its change may be uncommitted.
+    let voters: Vec<Vec<u64>> = std::iter::once(ensemble.voters())
+        .chain(peer.voters_before.clone())
+        .collect();
+    let broadcast = Arc::new(Broadcast::new(
+        ensemble.my_id,
+        voters.clone(),
+        last,
+        status.clone(),
+        lease,
+    ));
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let (epoch_tx, epoch_rx) = watch::channel(None);
     let (core_tx_watch, core_rx_watch) = watch::channel(None);
@@ -412,16 +487,10 @@ pub async fn lead(
     // Discovery: a quorum of voters report the epochs they accepted.
     let mut accepted: HashMap<u64, u64> = HashMap::from([(ensemble.my_id, epochs.accepted())]);
     let mut early_acks = Vec::new();
-    while accepted.len() < ensemble.quorum() {
+    while !quorum_of_each(&voters, |id| accepted.contains_key(&id)) {
         match tokio::time::timeout_at(init_deadline, events.recv()).await {
-            Ok(Some(Event::Discovered {
-                id,
-                accepted: a,
-                observer,
-            })) => {
-                if !observer {
-                    accepted.insert(id, a);
-                }
+            Ok(Some(Event::Discovered { id, accepted: a })) => {
+                accepted.insert(id, a);
             }
             Ok(Some(other)) => early_acks.push(other),
             _ => return Err("no quorum of followers connected within initLimit".into()),
@@ -436,7 +505,7 @@ pub async fn lead(
     let mine = (epochs.current(), last);
     let mut took: HashSet<u64> = HashSet::from([ensemble.my_id]);
     loop {
-        if took.len() >= ensemble.quorum() {
+        if quorum_of_each(&voters, |id| took.contains(&id)) {
             break;
         }
         let event = match early_acks.pop() {
@@ -448,7 +517,6 @@ pub async fn lead(
         };
         if let Event::EpochAcked {
             id,
-            observer,
             current,
             last: theirs,
         } = event
@@ -459,9 +527,7 @@ pub async fn lead(
                     mine.0, mine.1
                 ));
             }
-            if !observer {
-                took.insert(id);
-            }
+            took.insert(id);
         }
     }
     epochs.set_current(epoch)?;
@@ -522,6 +588,9 @@ pub async fn lead(
         while events.try_recv().is_ok() {}
         if !status.lease_valid() {
             break format!("lost the quorum (last heard: {})", broadcast.last_heard());
+        }
+        if broadcast.removed() {
+            break "a reconfiguration left it out of the voters".to_string();
         }
         if stop_core.finished() {
             break "the core stopped".to_string();
@@ -644,14 +713,16 @@ async fn serve_learner(stream: TcpStream, leading: Arc<Leading>) -> Result<(), S
     else {
         return Err("expected FOLLOWERINFO".into());
     };
-    match leading.ensemble.server(id) {
-        Some(s) if id != leading.ensemble.my_id && s.observer == observer => {}
-        _ => return Err(format!("server {id} is not a learner of this ensemble")),
+    // A server the membership lists, or one a reconfiguration removed (which follows as a
+    // non-voting learner until it is added again).
+    let known =
+        leading.ensemble.server(id).is_some() || leading.config.servers.iter().any(|s| s.id == id);
+    if id == leading.ensemble.my_id || !known {
+        return Err(format!("server {id} is not a learner of this ensemble"));
     }
     let _ = leading.events.send(Event::Discovered {
         id,
         accepted: accepted_epoch,
-        observer,
     });
     let mut epoch = leading.epoch.clone();
     let epoch = match tokio::time::timeout(init, epoch.wait_for(Option::is_some)).await {
@@ -668,7 +739,6 @@ async fn serve_learner(stream: TcpStream, leading: Arc<Leading>) -> Result<(), S
     };
     let _ = leading.events.send(Event::EpochAcked {
         id,
-        observer,
         current: current_epoch,
         last: last_zxid,
     });
@@ -933,6 +1003,92 @@ mod tests {
 
     const E1: i64 = 1 << 32;
     const E2: i64 = 2 << 32;
+
+    /// A broadcast led by server 1 over voters 1-3 with learners 2-5 synced at 0.
+    fn broadcast() -> Broadcast {
+        let status = Arc::new(Status::default());
+        let b = Broadcast::new(1, vec![vec![1, 2, 3]], 0, status, Duration::from_secs(5));
+        let (link, _) = mpsc::unbounded_channel();
+        for id in 2..=5 {
+            b.register(id, id > 3, link.clone(), id);
+            b.synced(id, id, 0, 0);
+        }
+        b
+    }
+
+    fn committed(b: &Broadcast) -> i64 {
+        b.lock().committed
+    }
+
+    #[test]
+    fn a_reconfiguration_commits_only_once_the_old_and_the_new_voters_have_it() {
+        let b = broadcast();
+        let z = E1 + 1;
+        b.reconfig(z, vec![1, 4, 5]);
+        b.durable(z);
+        b.ack(2, 2, z);
+        b.ack(3, 3, z);
+        assert!(committed(&b) < z, "the old voters alone do not commit it");
+        b.ack(4, 4, z);
+        assert_eq!(committed(&b), z, "a quorum of both");
+        assert_eq!(b.lock().voters, [vec![1, 4, 5]]);
+        assert!(!b.removed());
+        // From here on the new voters count, and only they.
+        b.durable(z + 1);
+        b.ack(2, 2, z + 1);
+        b.ack(3, 3, z + 1);
+        assert_eq!(committed(&b), z);
+        b.ack(5, 5, z + 1);
+        assert_eq!(committed(&b), z + 1);
+    }
+
+    #[test]
+    fn writes_after_a_pending_reconfiguration_wait_for_it_and_a_removed_leader_steps_down() {
+        let b = broadcast();
+        let z = E1 + 1;
+        b.durable(z);
+        b.ack(2, 2, z);
+        assert_eq!(
+            committed(&b),
+            z,
+            "before any reconfiguration: the old quorum"
+        );
+        b.reconfig(z + 1, vec![2, 3]);
+        b.durable(z + 2);
+        b.ack(2, 2, z + 2);
+        assert_eq!(
+            committed(&b),
+            z,
+            "voter 3 of the new membership has not acknowledged"
+        );
+        b.ack(3, 3, z + 2);
+        assert_eq!(committed(&b), z + 2);
+        assert!(b.removed(), "the leader is not a voter any more");
+    }
+
+    #[test]
+    fn a_leader_with_an_uncommitted_reconfiguration_needs_both_memberships() {
+        let status = Arc::new(Status::default());
+        let voters = vec![vec![1, 2, 3], vec![1, 2, 3, 4, 5]];
+        let b = Broadcast::new(1, voters.clone(), E1, status, Duration::from_secs(5));
+        let (link, _) = mpsc::unbounded_channel();
+        b.register(2, false, link.clone(), 2);
+        b.synced(2, 2, E1, 0);
+        assert!(
+            !*b.established.borrow(),
+            "two of five is no quorum of the old membership"
+        );
+        b.register(3, false, link, 3);
+        b.synced(3, 3, E1, 0);
+        assert!(*b.established.borrow());
+        assert_eq!(
+            b.lock().voters,
+            [vec![1, 2, 3]],
+            "the old one counts no more"
+        );
+        assert!(quorum_of_each(&voters, |id| id <= 3));
+        assert!(!quorum_of_each(&voters, |id| id == 1 || id >= 4));
+    }
 
     #[test]
     fn diff_trunc_and_snap_are_chosen_by_the_learners_last_zxid() {

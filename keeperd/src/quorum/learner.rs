@@ -6,8 +6,8 @@
 //! current epoch, then acknowledge (in that order: ZOOKEEPER-4643, -4646,
 //! -4685). Clients are served from UPTODATE on: nothing of the sync stream
 //! is shown before the leader says it is committed (ZOOKEEPER-3911). Then
-//! proposals are logged and acknowledged once durable (an observer does not
-//! acknowledge), and applied when committed, by the core.
+//! proposals are logged and acknowledged once durable (by observers too: the
+//! leader counts the voters'), and applied when committed, by the core.
 
 use super::epochs::Epochs;
 use super::leader::StopCore;
@@ -39,10 +39,11 @@ pub async fn follow(
     let config = peer.config.clone();
     let ensemble = peer.ensemble.clone();
     let gate = peer.gate.clone();
-    let me = ensemble.me();
-    let observer = me.observer;
+    // A server the membership leaves out (removed) follows without a vote, as an observer.
+    let observer = !ensemble.is_voter(ensemble.my_id);
     let addr = ensemble
         .server(leader)
+        .or_else(|| config.servers.iter().find(|s| s.id == leader))
         .ok_or_else(|| format!("leader {leader} is not a member"))?
         .quorum_addr();
     let init = config.tick() * config.init_limit;
@@ -110,6 +111,7 @@ pub async fn follow(
                 log::recover(&d)
             })
             .await?;
+            super::peer::membership(&config, &mut recovered.tree);
         }
         SyncKind::Snap => {
             let incoming = dir.join("snapshot.incoming");
@@ -133,6 +135,7 @@ pub async fn follow(
                 })
             })
             .await?;
+            super::peer::membership(&config, &mut recovered.tree);
         }
     }
     let mut tree = recovered.tree;
@@ -170,12 +173,12 @@ pub async fn follow(
     let _ = up_tx.send(Up::AckNewLeader { zxid: last });
     let writer = tokio::spawn(write_up(wr, up_rx, sync_limit));
     let _stop_writer = AbortOnDrop(writer.abort_handle());
-    if !observer {
-        let acks = up_tx.clone();
-        file.set_on_durable(Box::new(move |zxid| {
-            let _ = acks.send(Up::Ack { zxid });
-        }));
-    }
+    // Observers acknowledge too: the leader counts only the voters' acknowledgements, and a
+    // reconfiguration that makes an observer a voter needs its acknowledgement.
+    let acks = up_tx.clone();
+    file.set_on_durable(Box::new(move |zxid| {
+        let _ = acks.send(Up::Ack { zxid });
+    }));
     let log = LearnerLog {
         file,
         early_acks: (!observer && failpoint::active(Failpoint::AckBeforeDurable))
@@ -206,6 +209,9 @@ pub async fn follow(
 
     let mut limit = init;
     let why = loop {
+        if stop.finished() {
+            break "the core stopped".into();
+        }
         let msg = match read_down(&mut rd, limit).await {
             Ok(m) => m,
             Err(e) => break e,

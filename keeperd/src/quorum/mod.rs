@@ -47,6 +47,8 @@ pub struct Status {
     pub pending_syncs: AtomicUsize,
     base: Instant,
     lease_ms: AtomicU64,
+    /// Ids of the servers holding this leader's history (itself and the synced learners).
+    synced: std::sync::Mutex<Vec<u64>>,
 }
 
 impl Default for Status {
@@ -58,6 +60,7 @@ impl Default for Status {
             pending_syncs: AtomicUsize::new(0),
             base: Instant::now(),
             lease_ms: AtomicU64::new(0),
+            synced: Default::default(),
         }
     }
 }
@@ -77,6 +80,19 @@ impl Status {
     /// This leader's clock for ping stamps (ms).
     pub fn now_ms(&self) -> u64 {
         self.base.elapsed().as_millis() as u64
+    }
+
+    /// Records which servers hold this leader's history.
+    pub fn set_synced(&self, ids: Vec<u64>) {
+        *self.synced.lock().unwrap_or_else(|e| e.into_inner()) = ids;
+    }
+
+    /// Ids of the servers holding this leader's history (itself and the synced learners).
+    pub fn synced(&self) -> Vec<u64> {
+        self.synced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Sets the lease to end `length` after the stamp `pinged` (the ping a

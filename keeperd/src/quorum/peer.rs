@@ -11,7 +11,9 @@ use super::epochs::Epochs;
 use super::{leader, learner};
 use crate::config::{Config, Ensemble};
 use crate::log;
+use crate::membership::Membership;
 use crate::server::Gate;
+use crate::tree::DataTree;
 use std::sync::Arc;
 
 /// What a member's roles share: its configuration, its place in the ensemble, the gate
@@ -20,8 +22,12 @@ use std::sync::Arc;
 pub struct Peer {
     /// The server's configuration.
     pub config: Arc<Config>,
-    /// The ensemble and this server's place in it.
+    /// The membership this round runs with (`/zookeeper/config` in its state, see
+    /// [`crate::membership`]) and this server's id, which it may not list (removed).
     pub ensemble: Arc<Ensemble>,
+    /// The voters before the last reconfiguration in this server's history while that one
+    /// may be uncommitted: a leader needs a quorum of them as well.
+    pub voters_before: Option<Vec<u64>>,
     /// Opens client service once a role serves; closed while electing.
     pub gate: Arc<Gate>,
     /// The election, running on its port for the server's whole life.
@@ -36,9 +42,10 @@ pub async fn run(
     gate: Arc<Gate>,
 ) -> Result<(), String> {
     let election = Election::start(ensemble.clone(), config.tick()).await?;
-    let peer = Peer {
+    let mut peer = Peer {
         config: config.clone(),
         ensemble: ensemble.clone(),
+        voters_before: None,
         gate: gate.clone(),
         election,
     };
@@ -46,7 +53,7 @@ pub async fn run(
     loop {
         let dir = config.data_dir.clone();
         let left = carried.take();
-        let (recovered, mut epochs) = tokio::task::spawn_blocking(move || {
+        let (mut recovered, mut epochs) = tokio::task::spawn_blocking(move || {
             let recovered = match left {
                 Some(state) => {
                     let zxid = state.tree.last_zxid;
@@ -60,6 +67,17 @@ pub async fn run(
         })
         .await
         .map_err(|e| e.to_string())??;
+        let current = membership(&config, &mut recovered.tree);
+        peer.voters_before = recovered
+            .tree
+            .config_before
+            .as_deref()
+            .and_then(|before| Membership::parse(before).ok().map(|m| m.voters()));
+        peer.election.set_voters(current.voters());
+        peer.ensemble = Arc::new(Ensemble {
+            my_id: ensemble.my_id,
+            servers: current.servers,
+        });
         let last = recovered.tree.last_zxid;
         let vote = peer.election.look(last, epochs.current()).await;
         let opened = gate.times_opened();
@@ -77,4 +95,18 @@ pub async fn run(
             tokio::time::sleep(config.tick() / 4).await;
         }
     }
+}
+
+/// The membership in `tree`, which is first seeded with the config file's where no
+/// reconfiguration was logged (see [`crate::membership`]).
+pub fn membership(config: &Config, tree: &mut DataTree) -> Membership {
+    let seed = Membership::new(config.servers.clone(), 0);
+    tree.seed_config(seed.render().as_bytes());
+    let (data, zxid) = tree.config();
+    Membership::parse(&data).unwrap_or_else(|e| {
+        tracing::error!(
+            "the membership written at {zxid:#x} is unreadable ({e}); using the config file's"
+        );
+        seed
+    })
 }
