@@ -108,8 +108,9 @@ impl TestCluster {
 
     /// Makes the cluster with `nodes` nodes, runs `setup`, then each scenario followed by
     /// `after_each`; heals and tears the database down after a failed scenario; always removes
-    /// the cluster (checked by `after_all`); prints each outcome and the summary line with
-    /// the seconds taken (the CI budget is watched from them) and exits.
+    /// the cluster (checked by `after_all`), keeping the scratch folder when a scenario failed;
+    /// prints each outcome and the summary line with the seconds taken (the CI budget is
+    /// watched from them) and exits.
     pub fn run(
         &self,
         nodes: usize,
@@ -169,7 +170,12 @@ impl TestCluster {
             let _ = self.stampede(&["cluster", "down"]);
         }
         record("cluster_down_leaves_nothing", removed.is_ok());
-        let _ = std::fs::remove_dir_all(&self.work);
+        // A failed scenario's results stay for diagnosis (a rare verdict is otherwise lost).
+        if failed == 0 {
+            let _ = std::fs::remove_dir_all(&self.work);
+        } else {
+            println!("results of this binary kept in {}", self.work.display());
+        }
         let secs = started.elapsed().as_secs();
         println!("binary took {secs} s");
         println!("{passed} passed, {failed} failed");
