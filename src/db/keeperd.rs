@@ -10,8 +10,6 @@
 //! server as a non-voting observer: a removed server restarts with its config as it is, so
 //! there is no configuration to restore before starting it.
 
-use crate::db::zookeeper::{SUPERUSER, SUPER_DIGEST};
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,7 +17,7 @@ use anyhow::{bail, Context};
 use async_trait::async_trait;
 
 use super::process::{faketime_env, ServerProcess};
-use super::Db;
+use super::{member_line, Db, MemberPorts, SUPERUSER, SUPER_DIGEST};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 
@@ -101,24 +99,15 @@ pub fn render_config(cfg: &KeeperdConfig, nodes: &[Node], node: &Node, data_dir:
 /// last `observers` nodes observe).
 fn member_specs(cfg: &KeeperdConfig, nodes: &[Node]) -> Vec<(Node, String)> {
     let voters = nodes.len() - cfg.observers.min(nodes.len().saturating_sub(1));
+    let ports = MemberPorts {
+        quorum: cfg.quorum_port,
+        election: cfg.election_port,
+        client: cfg.client_port,
+    };
     nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| {
-            let role = if i < voters {
-                "participant"
-            } else {
-                "observer"
-            };
-            let spec = format!(
-                "{h}:{}:{}:{role};{h}:{}",
-                cfg.quorum_port,
-                cfg.election_port,
-                cfg.client_port,
-                h = n.host
-            );
-            (n.clone(), spec)
-        })
+        .map(|(i, n)| (n.clone(), member_line(&n.host, ports, i >= voters)))
         .collect()
 }
 

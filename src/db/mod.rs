@@ -4,6 +4,7 @@
 
 mod four_letter;
 pub mod keeperd;
+mod members;
 pub mod mntr;
 mod process;
 pub mod replicas;
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use crate::control::{Control, Node};
 
 pub use four_letter::{four_letter_word, standing, Mode};
+pub use members::{member_line, MemberPorts, SUPERUSER, SUPER_DIGEST};
 pub use process::ServerFiles;
 pub use settings::DbSettings;
 

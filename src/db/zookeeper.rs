@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::process::{faketime_env, ServerProcess};
-use super::Db;
+use super::{member_line, Db, MemberPorts, SUPERUSER, SUPER_DIGEST};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 
@@ -76,24 +76,15 @@ impl Default for ZkConfig {
 /// The four-letter words every server allows (stampede's checks and herd measurements use them).
 pub const FOUR_LETTER_WORDS: &str = "srvr,mntr,ruok,wchs,cons,stat,conf";
 
-/// The superuser the reconfiguration nemesis authenticates as (`digest` scheme): servers
-/// accept it through `zookeeper.DigestAuthenticationProvider.superDigest`, which gives no
-/// other client anything it did not have.
-pub const SUPERUSER: &str = "stampede:reconfig";
-
-/// The digest of [`SUPERUSER`], `user:base64(sha1(user:password))`.
-pub const SUPER_DIGEST: &str = "stampede:eDe4kmqjwu6mF9gxDXhYED3R44s=";
-
-/// One server's line in ZooKeeper's dynamic configuration, without the `server.N=` prefix:
-/// `host:quorum:election:participant;host:client`.
+/// One server's line in ZooKeeper's dynamic configuration (every planned server a voting
+/// participant), without the `server.N=` prefix.
 pub fn member_spec(cfg: &ZkConfig, node: &Node) -> String {
-    format!(
-        "{h}:{}:{}:participant;{h}:{}",
-        cfg.quorum_port,
-        cfg.election_port,
-        cfg.client_port,
-        h = node.host
-    )
+    let ports = MemberPorts {
+        quorum: cfg.quorum_port,
+        election: cfg.election_port,
+        client: cfg.client_port,
+    };
+    member_line(&node.host, ports, false)
 }
 
 /// Renders the dynamic configuration (`zoo.cfg.dynamic`) of an ensemble of `nodes`: every
