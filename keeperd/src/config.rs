@@ -129,6 +129,14 @@ impl ServerSpec {
     }
 }
 
+/// The id N of a `server.N` key, if N is a server id (1 to 255).
+pub fn server_id(key: &str) -> Option<u64> {
+    key.strip_prefix("server.")?
+        .parse::<u64>()
+        .ok()
+        .filter(|id| (1..256).contains(id))
+}
+
 /// Ids of the voting members among `servers`.
 pub fn voters(servers: &[ServerSpec]) -> Vec<u64> {
     servers
@@ -301,13 +309,9 @@ impl Config {
                     super_digest = Some(value.to_string());
                 }
                 _ if key.starts_with("server.") => {
-                    let id = key["server.".len()..]
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|id| *id > 0 && *id < 256)
-                        .ok_or_else(|| {
-                            format!("line {}: {key}: expected server.N with N in 1..=255", n + 1)
-                        })?;
+                    let id = server_id(key).ok_or_else(|| {
+                        format!("line {}: {key}: expected server.N with N in 1..=255", n + 1)
+                    })?;
                     if servers.iter().any(|s| s.id == id) {
                         return Err(format!("line {}: {key}: listed twice", n + 1));
                     }

@@ -129,12 +129,7 @@ fn checked(before: &[ServerSpec], after: Vec<ServerSpec>) -> Result<Vec<ServerSp
 /// Parses one `server.N=spec` line.
 fn parse_server(line: &str) -> Result<ServerSpec, String> {
     let (key, value) = line.split_once('=').ok_or("expected server.N=spec")?;
-    let id = key
-        .trim()
-        .strip_prefix("server.")
-        .and_then(|n| n.parse::<u64>().ok())
-        .filter(|id| (1..256).contains(id))
-        .ok_or("expected server.N with N in 1..=255")?;
+    let id = crate::config::server_id(key.trim()).ok_or("expected server.N with N in 1..=255")?;
     ServerSpec::parse(id, value.trim())
 }
 
