@@ -1,13 +1,14 @@
 //! Integration tests of the membership-change nemesis (`kind: reconfig`) against a real
 //! 3-node ZooKeeper ensemble and a 3-server keeperd ensemble on a local cluster: register and
-//! set runs under removals and voter→observer changes are judged, each change is seen in the
+//! set runs under removals (of the leader too, but for ZooKeeper's register run) and
+//! voter→observer changes are judged, each change is seen in the
 //! recorded membership and the planned membership is back at the end (asked of every server
 //! with `conf`); a package that would leave fewer than a majority of the planned voters is
 //! refused before anything starts; `heal` after a controller SIGKILL restores the
 //! membership, restarting a removed server that had died.
 //!
-//! A custom harness (`harness = false`): the scenarios share one cluster, made at the start
-//! and always removed at the end. Needs root on Linux.
+//! A custom harness (`harness = false`): the scenarios run in two lanes side by side, each on
+//! a cluster of its own, made at the start and always removed at the end. Needs root on Linux.
 
 mod common;
 
@@ -163,11 +164,15 @@ fn assert_changes_recorded(nemesis: &[Value], actions: &[&str]) {
     }
 }
 
-fn register_under_removal_and_demotion(cluster: &TestCluster, db: &[String]) {
-    let yaml = "faults:\n\
-                \x20 - {kind: reconfig, target: leader, reconfig: {action: remove}}\n\
-                \x20 - {kind: reconfig, target: follower, reconfig: {action: observer}}\n";
-    let (verdict, nemesis) = run(cluster, "register-reconfig", "register", yaml, db);
+/// A register run under removals of `removed` (`leader` or `follower`) and demotions of a
+/// follower, judged valid.
+fn register_under_removal_and_demotion(cluster: &TestCluster, removed: &str, db: &[String]) {
+    let yaml = format!(
+        "faults:\n\
+         \x20 - {{kind: reconfig, target: {removed}, reconfig: {{action: remove}}}}\n\
+         \x20 - {{kind: reconfig, target: follower, reconfig: {{action: observer}}}}\n"
+    );
+    let (verdict, nemesis) = run(cluster, "register-reconfig", "register", &yaml, db);
     assert!(
         verdict.starts_with("verdict: valid under ") && verdict.contains("reconfig fault"),
         "{verdict}"
@@ -186,16 +191,20 @@ fn set_under_removal(cluster: &TestCluster, db: &[String]) {
     stampede_ok(cluster, &["db", "teardown"], db);
 }
 
-fn register_under_removal_and_demotion_is_valid_and_restored(cluster: &TestCluster) {
-    register_under_removal_and_demotion(cluster, &[]);
+/// Followers only: a removed ZooKeeper 3.8 leader goes on answering its sessions' sync and
+/// reads from its old state while the new leader commits (README, "ZooKeeper findings"), so a
+/// register run that removes the leader is not always valid.
+fn register_under_follower_removal_and_demotion_is_valid_and_restored(cluster: &TestCluster) {
+    register_under_removal_and_demotion(cluster, "follower", &[]);
 }
 
 fn set_under_removal_is_valid_and_restored(cluster: &TestCluster) {
     set_under_removal(cluster, &[]);
 }
 
+/// keeperd's removed leader stops serving at once, so its removal is judged too.
 fn keeperd_register_under_removal_and_demotion_is_valid_and_restored(cluster: &TestCluster) {
-    register_under_removal_and_demotion(cluster, &keeperd());
+    register_under_removal_and_demotion(cluster, "leader", &keeperd());
 }
 
 fn keeperd_set_under_removal_is_valid_and_restored(cluster: &TestCluster) {
@@ -298,14 +307,15 @@ fn keeperd_heal_after_a_controller_sigkill_restores_the_membership(cluster: &Tes
 }
 
 fn main() {
-    let scenarios: &[common::Scenario] = &[
+    // Two lanes side by side, each on a cluster of its own (tests/common).
+    let first: &[common::Scenario] = &[
         (
             "packages_below_a_majority_are_refused",
             packages_below_a_majority_are_refused,
         ),
         (
-            "register_under_removal_and_demotion_is_valid_and_restored",
-            register_under_removal_and_demotion_is_valid_and_restored,
+            "register_under_follower_removal_and_demotion_is_valid_and_restored",
+            register_under_follower_removal_and_demotion_is_valid_and_restored,
         ),
         (
             "set_under_removal_is_valid_and_restored",
@@ -315,6 +325,8 @@ fn main() {
             "heal_after_a_controller_sigkill_restores_the_membership",
             heal_after_a_controller_sigkill_restores_the_membership,
         ),
+    ];
+    let second: &[common::Scenario] = &[
         (
             "keeperd_register_under_removal_and_demotion_is_valid_and_restored",
             keeperd_register_under_removal_and_demotion_is_valid_and_restored,
@@ -332,7 +344,7 @@ fn main() {
     cluster.run(
         3,
         common::nothing,
-        scenarios,
+        &[first, second],
         |_| {},
         common::assert_cluster_gone,
     );
