@@ -494,7 +494,7 @@ fn main() {
     TEST.run(
         3,
         setup,
-        scenarios,
+        &[scenarios],
         assert_nothing_left,
         common::assert_cluster_gone,
     );

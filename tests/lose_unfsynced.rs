@@ -241,18 +241,21 @@ fn no_layer_left(cluster: &TestCluster) {
 }
 
 fn main() {
-    let scenarios: &[common::Scenario] = &[
+    // Two lanes side by side, each on a cluster of its own (tests/common).
+    let first: &[common::Scenario] = &[
         (
             "keeperd_skipping_fsync_loses_acknowledged_writes",
             keeperd_skipping_fsync_loses_acknowledged_writes,
         ),
         (
-            "keeperd_with_fsync_loses_nothing_acknowledged",
-            keeperd_with_fsync_loses_nothing_acknowledged,
-        ),
-        (
             "zookeeper_loses_nothing_acknowledged",
             zookeeper_loses_nothing_acknowledged,
+        ),
+    ];
+    let second: &[common::Scenario] = &[
+        (
+            "keeperd_with_fsync_loses_nothing_acknowledged",
+            keeperd_with_fsync_loses_nothing_acknowledged,
         ),
         (
             "heal_after_a_controller_sigkill_mid_fault",
@@ -262,7 +265,7 @@ fn main() {
     TestCluster::new("stlazy", "10.241.23.0/24").run(
         3,
         common::nothing,
-        scenarios,
+        &[first, second],
         no_layer_left,
         common::assert_cluster_gone,
     );

@@ -5,7 +5,7 @@
 //! and isolating the current holder's node past its session timeout makes
 //! `on_disconnect: keep` overlap (and the checker say so) while `assume-lost` stays safe.
 //!
-//! A custom harness (`harness = false`) on a cluster of its own. Needs root on Linux.
+//! A custom harness (`harness = false`) on two clusters of its own (two lanes). Needs root on Linux.
 
 mod common;
 
@@ -257,28 +257,31 @@ fn isolating_the_holder_catches_keep_but_not_assume_lost(cluster: &TestCluster) 
 }
 
 fn main() {
-    let scenarios: &[common::Scenario] = &[
-        (
-            "every_recipe_is_safe_and_live_without_faults",
-            every_recipe_is_safe_and_live_without_faults,
-        ),
+    // Two lanes side by side, each on a cluster of its own (tests/common).
+    let first: &[common::Scenario] = &[
         (
             "lock_sequential_assuming_loss_survives_partitions_and_kills",
             lock_sequential_assuming_loss_survives_partitions_and_kills,
-        ),
-        (
-            "twenty_contenders_show_the_herd_effect",
-            twenty_contenders_show_the_herd_effect,
         ),
         (
             "isolating_the_holder_catches_keep_but_not_assume_lost",
             isolating_the_holder_catches_keep_but_not_assume_lost,
         ),
     ];
+    let second: &[common::Scenario] = &[
+        (
+            "every_recipe_is_safe_and_live_without_faults",
+            every_recipe_is_safe_and_live_without_faults,
+        ),
+        (
+            "twenty_contenders_show_the_herd_effect",
+            twenty_contenders_show_the_herd_effect,
+        ),
+    ];
     TestCluster::new("strec", "10.241.14.0/24").run(
         3,
         common::nothing,
-        scenarios,
+        &[first, second],
         common::nothing,
         common::assert_cluster_gone,
     );

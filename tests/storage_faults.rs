@@ -8,7 +8,7 @@
 //! middle of a rolling restart, and in the middle of a sequence (a partition and a killed
 //! server in place): `stampede heal` puts everything back and every server serves again.
 //!
-//! A custom harness (`harness = false`): the scenarios share one cluster. Needs root on Linux,
+//! A custom harness (`harness = false`): the scenarios run in two lanes, each on a cluster. Needs root on Linux,
 //! and the keeperd binary built beside the test (`cargo test --workspace`).
 
 mod common;
@@ -457,18 +457,21 @@ fn no_copy_left(cluster: &TestCluster) {
 }
 
 fn main() {
-    let scenarios: &[common::Scenario] = &[
+    // Two lanes side by side, each on a cluster of its own (tests/common).
+    let first: &[common::Scenario] = &[
         (
             "zookeeper_survives_a_corrupted_log_and_snapshot",
             zookeeper_survives_a_corrupted_log_and_snapshot,
         ),
         (
-            "keeperd_survives_a_corrupted_and_a_truncated_log",
-            keeperd_survives_a_corrupted_and_a_truncated_log,
-        ),
-        (
             "keeperd_refuses_a_zeroed_and_a_truncated_snapshot",
             keeperd_refuses_a_zeroed_and_a_truncated_snapshot,
+        ),
+    ];
+    let second: &[common::Scenario] = &[
+        (
+            "keeperd_survives_a_corrupted_and_a_truncated_log",
+            keeperd_survives_a_corrupted_and_a_truncated_log,
         ),
         (
             "heal_restores_a_log_left_corrupted_by_a_killed_controller",
@@ -487,7 +490,7 @@ fn main() {
     cluster.run(
         3,
         common::nothing,
-        scenarios,
+        &[first, second],
         no_copy_left,
         common::assert_cluster_gone,
     );

@@ -2,8 +2,8 @@
 //! local cluster of its own and leaves summary.json, junit.xml and index.html that agree with
 //! each other and with the tests' own results folders.
 //!
-//! A custom harness (`harness = false`): the cluster is made at the start and always removed
-//! at the end. Needs root on Linux.
+//! A custom harness (`harness = false`): two lanes, each on a cluster made at the start and
+//! always removed at the end. Needs root on Linux.
 
 mod common;
 
@@ -180,11 +180,12 @@ fn a_keeperd_suite_uploads_the_binary_it_is_given(cluster: &TestCluster) {
 }
 
 fn main() {
-    let scenarios: &[common::Scenario] = &[
-        (
-            "a_two_by_two_suite_runs_unattended_and_reports_consistently",
-            a_two_by_two_suite_runs_unattended_and_reports_consistently,
-        ),
+    // Two lanes side by side, each on a cluster of its own (tests/common).
+    let first: &[common::Scenario] = &[(
+        "a_two_by_two_suite_runs_unattended_and_reports_consistently",
+        a_two_by_two_suite_runs_unattended_and_reports_consistently,
+    )];
+    let second: &[common::Scenario] = &[
         (
             "a_suite_goes_on_after_a_test_that_errors",
             a_suite_goes_on_after_a_test_that_errors,
@@ -197,7 +198,7 @@ fn main() {
     TestCluster::new("stsuite", "10.241.11.0/24").run(
         3,
         common::nothing,
-        scenarios,
+        &[first, second],
         common::nothing,
         common::assert_cluster_gone,
     );

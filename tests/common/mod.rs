@@ -2,6 +2,8 @@
 //! binary against a cluster of their own, and a harness (for `harness = false` test targets)
 //! that makes the cluster, runs the scenarios in order, checks after each that nothing was
 //! left behind, and always removes the cluster, ending with the `N passed, N failed` line.
+//! A target's scenarios may be split into lanes that run side by side, each on a cluster of
+//! its own, so that a target's time is that of its longest lane.
 
 #![allow(dead_code)] // each test target uses its own part of this module
 
@@ -106,16 +108,31 @@ impl TestCluster {
         self.work.join(dir)
     }
 
-    /// Makes the cluster with `nodes` nodes, runs `setup`, then each scenario followed by
-    /// `after_each`; heals and tears the database down after a failed scenario; always removes
-    /// the cluster (checked by `after_all`), keeping the scratch folder when a scenario failed;
-    /// prints each outcome and the summary line with the seconds taken (the CI budget is
-    /// watched from them) and exits.
+    /// The cluster of lane `i` (from 1) beside this one: its name with a letter added (`b`,
+    /// `c`, …) and the third octet of its subnet moved up by 100 × `i`.
+    fn lane(&self, i: usize) -> TestCluster {
+        let name = leak(format!("{}{}", self.name, (b'a' + i as u8) as char));
+        let mut octets: Vec<String> = self.subnet.split('.').map(str::to_string).collect();
+        let third: usize = octets[2].parse().expect("a subnet a.b.c.0/24");
+        octets[2] = (third + 100 * i).to_string();
+        let work = std::env::temp_dir().join(format!("stampede-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&work).unwrap();
+        TestCluster {
+            name,
+            subnet: leak(octets.join(".")),
+            work,
+        }
+    }
+
+    /// Runs the scenarios of each lane one after another on a cluster of the lane's own with
+    /// `nodes` nodes (this one for the first lane, [`TestCluster::lane`] for the others), the
+    /// lanes side by side; prints the summary line with the seconds taken (the CI budget is
+    /// watched from them) and exits. Scenarios that depend on each other share a lane.
     pub fn run(
         &self,
         nodes: usize,
         setup: fn(&TestCluster),
-        scenarios: &[Scenario],
+        lanes: &[&[Scenario]],
         after_each: fn(&TestCluster),
         after_all: fn(&TestCluster),
     ) -> ! {
@@ -126,9 +143,54 @@ impl TestCluster {
             );
             std::process::exit(1);
         }
-        let (mut passed, mut failed) = (0, 0);
         let started = std::time::Instant::now();
-        let mut since = started;
+        let others: Vec<TestCluster> = (1..lanes.len()).map(|i| self.lane(i)).collect();
+        let clusters: Vec<&TestCluster> = std::iter::once(self).chain(&others).collect();
+        // Made one at a time: the first `cluster up` on a machine may install packages.
+        let nodes = nodes.to_string();
+        let made: Vec<bool> = clusters
+            .iter()
+            .map(|c| {
+                std::panic::catch_unwind(|| {
+                    c.stampede_ok(&["cluster", "up", "--nodes", &nodes, "--subnet", c.subnet])
+                })
+                .is_ok()
+            })
+            .collect();
+        let counts: Vec<(usize, usize)> = std::thread::scope(|s| {
+            let lanes: Vec<_> = clusters
+                .iter()
+                .zip(lanes)
+                .zip(made)
+                .map(|((c, lane), made)| {
+                    s.spawn(move || c.run_lane(made, setup, lane, after_each, after_all))
+                })
+                .collect();
+            lanes.into_iter().map(|l| l.join().unwrap()).collect()
+        });
+        let (passed, failed) = counts
+            .iter()
+            .fold((0, 0), |(p, f), (lp, lf)| (p + lp, f + lf));
+        let secs = started.elapsed().as_secs();
+        println!("binary took {secs} s");
+        println!("{passed} passed, {failed} failed");
+        std::process::exit(if failed == 0 { 0 } else { 1 });
+    }
+
+    /// On this cluster (made if `made`): runs `setup`, then each scenario followed by
+    /// `after_each`; heals and tears the database down after a failed scenario; always removes
+    /// the cluster (checked by `after_all`), keeping the scratch folder when a scenario failed;
+    /// prints each outcome with its seconds and returns how many passed and failed.
+    fn run_lane(
+        &self,
+        made: bool,
+        setup: fn(&TestCluster),
+        scenarios: &[Scenario],
+        after_each: fn(&TestCluster),
+        after_all: fn(&TestCluster),
+    ) -> (usize, usize) {
+        let (mut passed, mut failed) = (0, 0);
+        let mut since = std::time::Instant::now();
         let mut record = |name: &str, ok: bool| {
             let secs = since.elapsed().as_secs();
             since = std::time::Instant::now();
@@ -140,12 +202,8 @@ impl TestCluster {
                 failed += 1
             }
         };
-        let nodes = nodes.to_string();
-        let made = std::panic::catch_unwind(|| {
-            self.stampede_ok(&["cluster", "up", "--nodes", &nodes, "--subnet", self.subnet]);
-            setup(self);
-        });
-        if made.is_ok() {
+        let ready = made && std::panic::catch_unwind(|| setup(self)).is_ok();
+        if ready {
             for (name, scenario) in scenarios {
                 let ok = std::panic::catch_unwind(|| {
                     scenario(self);
@@ -160,7 +218,7 @@ impl TestCluster {
             }
             let _ = self.stampede(&["db", "teardown"]);
         } else {
-            record("cluster_setup", false);
+            record(&format!("cluster_setup ({})", self.name), false);
         }
         let removed = std::panic::catch_unwind(|| {
             self.stampede_ok(&["cluster", "down"]);
@@ -174,12 +232,9 @@ impl TestCluster {
         if failed == 0 {
             let _ = std::fs::remove_dir_all(&self.work);
         } else {
-            println!("results of this binary kept in {}", self.work.display());
+            println!("results of {} kept in {}", self.name, self.work.display());
         }
-        let secs = started.elapsed().as_secs();
-        println!("binary took {secs} s");
-        println!("{passed} passed, {failed} failed");
-        std::process::exit(if failed == 0 { 0 } else { 1 });
+        (passed, failed)
     }
 }
 
