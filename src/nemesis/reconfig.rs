@@ -191,6 +191,20 @@ async fn live(db: &dyn Db) -> anyhow::Result<Membership> {
     Membership::parse(&String::from_utf8_lossy(&data))
 }
 
+/// The live membership from the first read that succeeds within `limit`: right after a change
+/// the servers may be electing, and a removed keeperd leader drops its sessions.
+async fn live_within(db: &dyn Db, limit: Duration) -> anyhow::Result<Membership> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match live(db).await {
+            Ok(membership) => return Ok(membership),
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            Err(e) => tracing::debug!("reading the membership again: {e:#}"),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 /// Sends one incremental reconfiguration. Its reply may be lost (a removed leader drops its
 /// sessions): the caller reads the membership again to learn what happened.
 async fn reconfigure(db: &dyn Db, joining: &[String], leaving: &[String]) -> anyhow::Result<()> {
@@ -395,7 +409,7 @@ impl Nemesis for ReconfigNemesis {
         let sending = std::time::Instant::now();
         let sent = reconfigure(db, &joining, &leaving).await;
         let reconfig_ms = sending.elapsed().as_millis() as u64;
-        let after = live(db).await?;
+        let after = live_within(db, REQUEST_LIMIT).await?;
         let took = ids.iter().all(|id| !after.voters().contains(id));
         if !took {
             let why = sent.err().map(|e| format!(": {e:#}")).unwrap_or_default();
