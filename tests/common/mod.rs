@@ -56,6 +56,11 @@ impl TestCluster {
             ),
             None => (name, subnet),
         };
+        TestCluster::at(name, subnet)
+    }
+
+    /// The cluster `name` on `subnet`, with its scratch folder made.
+    fn at(name: &'static str, subnet: &'static str) -> TestCluster {
         let work = std::env::temp_dir().join(format!("stampede-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&work).unwrap();
         TestCluster { name, subnet, work }
@@ -115,13 +120,7 @@ impl TestCluster {
         let mut octets: Vec<String> = self.subnet.split('.').map(str::to_string).collect();
         let third: usize = octets[2].parse().expect("a subnet a.b.c.0/24");
         octets[2] = (third + 100 * i).to_string();
-        let work = std::env::temp_dir().join(format!("stampede-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&work).unwrap();
-        TestCluster {
-            name,
-            subnet: leak(octets.join(".")),
-            work,
-        }
+        TestCluster::at(name, leak(octets.join(".")))
     }
 
     /// Runs the scenarios of each lane one after another on a cluster of the lane's own with
