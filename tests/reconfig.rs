@@ -1,11 +1,11 @@
 //! Integration tests of the membership-change nemesis (`kind: reconfig`) against a real
 //! 3-node ZooKeeper ensemble and a 3-server keeperd ensemble on a local cluster: register and
 //! set runs under removals (of the leader too, but for ZooKeeper's register run) and
-//! voter→observer changes are judged, each change is seen in the
-//! recorded membership and the planned membership is back at the end (asked of every server
-//! with `conf`); a package that would leave fewer than a majority of the planned voters is
-//! refused before anything starts; `heal` after a controller SIGKILL restores the
-//! membership, restarting a removed server that had died.
+//! voter→observer changes are judged, each change is seen in the recorded membership and the
+//! planned membership is back at the end (asked of every server with `conf`); a package that
+//! would leave fewer than a majority of the planned voters is refused before anything starts;
+//! `heal` after a controller SIGKILL restores the membership, restarting a removed server that
+//! had died.
 //!
 //! A custom harness (`harness = false`): the scenarios run in two lanes side by side, each on
 //! a cluster of its own, made at the start and always removed at the end. Needs root on Linux.
@@ -192,7 +192,7 @@ fn set_under_removal(cluster: &TestCluster, db: &[String]) {
 }
 
 /// Followers only: a removed ZooKeeper 3.8 leader goes on answering its sessions' sync and
-/// reads from its old state while the new leader commits (README, "ZooKeeper findings"), so a
+/// reads from its old state while the new leader commits (README, "What it found"), so a
 /// register run that removes the leader is not always valid.
 fn register_under_follower_removal_and_demotion_is_valid_and_restored(cluster: &TestCluster) {
     register_under_removal_and_demotion(cluster, "follower", &[]);

@@ -1,9 +1,9 @@
 //! Membership changes (ZooKeeper 3.5+ dynamic reconfiguration, and keeperd's, which follows
 //! it): remove voting members, or turn them into observers, then restore the planned
 //! membership. Issued through a client session authenticated as the servers' superuser; the
-//! live membership is read from `/zookeeper/config`. A change never leaves fewer voters than a majority of the planned
-//! ones, and a marker on the nodes tells `stampede heal` to restore the membership after a
-//! controller crash.
+//! live membership is read from `/zookeeper/config`. A change never leaves fewer voters than
+//! a majority of the planned ones, and a marker on the nodes tells `stampede heal` to restore
+//! the membership after a controller crash.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
