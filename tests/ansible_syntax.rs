@@ -1,36 +1,14 @@
 //! CI check of the ansible playbook: `ansible-playbook --syntax-check` with the example
 //! inventory, installing Debian's ansible package first when `ansible-playbook` is missing.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
-fn has_program(name: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-fn install_ansible() {
-    let update = Command::new("apt-get")
-        .args(["update", "-q"])
-        .status()
-        .expect("cannot run apt-get");
-    assert!(update.success(), "apt-get update failed");
-    let install = Command::new("apt-get")
-        .args(["install", "-y", "-q", "ansible"])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .expect("cannot run apt-get");
-    assert!(install.success(), "apt-get install ansible failed");
-}
-
 #[test]
 fn the_playbook_passes_ansibles_syntax_check() {
-    if !has_program("ansible-playbook") {
-        install_ansible();
-    }
+    common::ensure_ansible();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("ansible-playbook")
         .args([

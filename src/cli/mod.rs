@@ -18,6 +18,7 @@ mod sweep;
 mod targets;
 mod test;
 mod verdict;
+mod vm;
 
 use std::process::ExitCode;
 
@@ -40,6 +41,8 @@ enum Command {
     Test(test::TestArgs),
     /// Make, remove or inspect the local cluster of namespace nodes.
     Cluster(cluster::ClusterArgs),
+    /// Boot, remove or inspect a cluster of Debian guests under qemu on this machine.
+    Vm(vm::VmArgs),
     /// Set up, tear down or inspect the database on the nodes.
     Db(db::DbArgs),
     /// Run a shell command as root on the nodes, over SSH.
@@ -89,6 +92,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Test(args) => runtime()?.block_on(test::run(args)),
         Command::Cluster(args) => cluster::run(args),
+        Command::Vm(args) => vm::run(args),
         Command::Check(args) => check::run(args),
         Command::AgentNetem(args) => agent::run(args),
         Command::AgentCorrupt(args) => agent_corrupt::run(args),

@@ -61,3 +61,33 @@ pub fn pid_cmdline(pid: u32) -> String {
         })
         .unwrap_or_default()
 }
+
+/// Makes the bridge `name` with the address `addr` (`A.B.C.D/24`) if missing, and sets it up.
+pub fn ensure_bridge(name: &str, addr: &str) -> anyhow::Result<()> {
+    if !succeeds("ip", &["link", "show", name]) {
+        run("ip", &["link", "add", name, "type", "bridge"])?;
+    }
+    if !run("ip", &["-4", "addr", "show", "dev", name])?.contains(addr) {
+        run("ip", &["addr", "add", addr, "dev", name])?;
+    }
+    run("ip", &["link", "set", name, "up"])?;
+    Ok(())
+}
+
+/// Makes the tap `name` on `bridge` if missing, and sets it up.
+pub fn ensure_tap(name: &str, bridge: &str) -> anyhow::Result<()> {
+    if !succeeds("ip", &["link", "show", name]) {
+        run("ip", &["tuntap", "add", "dev", name, "mode", "tap"])?;
+    }
+    run("ip", &["link", "set", name, "master", bridge])?;
+    run("ip", &["link", "set", name, "up"])?;
+    Ok(())
+}
+
+/// Removes the link `name` (a bridge, tap or veth) if it exists.
+pub fn remove_link(name: &str) -> anyhow::Result<()> {
+    if succeeds("ip", &["link", "show", name]) {
+        run("ip", &["link", "del", name])?;
+    }
+    Ok(())
+}

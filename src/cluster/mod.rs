@@ -4,6 +4,7 @@
 
 mod local;
 mod packages;
+pub mod vm;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -273,17 +274,7 @@ fn ensure_key(key: &Path) -> anyhow::Result<()> {
 }
 
 fn ensure_bridge(cluster: &Cluster) -> anyhow::Result<()> {
-    let br = cluster.bridge();
-    if !local::succeeds("ip", &["link", "show", &br]) {
-        local::run("ip", &["link", "add", &br, "type", "bridge"])?;
-    }
-    let addr = format!("{}/24", cluster.address(254));
-    let shown = local::run("ip", &["-4", "addr", "show", "dev", &br])?;
-    if !shown.contains(&addr) {
-        local::run("ip", &["addr", "add", &addr, "dev", &br])?;
-    }
-    local::run("ip", &["link", "set", &br, "up"])?;
-    Ok(())
+    local::ensure_bridge(&cluster.bridge(), &format!("{}/24", cluster.address(254)))
 }
 
 fn ensure_namespace(cluster: &Cluster, i: usize) -> anyhow::Result<()> {
@@ -447,9 +438,7 @@ pub fn down(name: &str) -> anyhow::Result<()> {
     for i in 1..=count.max(highest_namespace_index(name)) {
         remove_node(&cluster, i)?;
     }
-    if local::succeeds("ip", &["link", "show", &cluster.bridge()]) {
-        local::run("ip", &["link", "del", &cluster.bridge()])?;
-    }
+    local::remove_link(&cluster.bridge())?;
     if cluster.dir.exists() {
         std::fs::remove_dir_all(&cluster.dir)
             .with_context(|| format!("cannot remove {}", cluster.dir.display()))?;

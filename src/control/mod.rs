@@ -87,6 +87,15 @@ impl Control {
         let _ = count.wait_for(|n| *n == 0).await;
     }
 
+    /// Drops the pooled sessions to `node`: after its machine rebooted they are dead, and the
+    /// next command connects afresh.
+    pub fn forget_sessions(&self, node: &Node) {
+        self.idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&node.name);
+    }
+
     /// The nodes under control, in the order they were given.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes

@@ -80,39 +80,47 @@ fn controller_now_ns() -> i128 {
         .unwrap_or(0)
 }
 
-/// Sets `node`'s clock, as its server sees it, to the controller's clock plus `offset_ms`.
+/// Sets `node`'s clock, as its server sees it, to the controller's clock plus `offset_ms`. A
+/// real node's clock is measured first and moved by the difference, computed on the node
+/// from its own clock, so that the time a command takes to arrive (a second on an emulated
+/// guest) does not end up in the offset.
 pub async fn set_offset(
     control: &Control,
     db: &dyn Db,
     node: &Node,
     offset_ms: i64,
 ) -> anyhow::Result<()> {
-    match db.clock_file(node) {
-        Some(file) => {
-            let text = format!("{:+.3}\n", offset_ms as f64 / 1000.0);
-            control.upload(node, text.into_bytes(), &file, 0o644).await
-        }
-        None => {
-            let target_ns = controller_now_ns() + offset_ms as i128 * 1_000_000;
-            let secs = format!(
-                "{}.{:09}",
-                target_ns.div_euclid(1_000_000_000),
-                target_ns.rem_euclid(1_000_000_000)
-            );
-            let cmd = if offset_ms == 0 {
-                format!(
-                    "date -s @{secs} >/dev/null && rm -f {SKEW_MARKER} && \
-                     (systemctl start chrony || systemctl start systemd-timesyncd || systemctl start ntp || true) 2>/dev/null"
-                )
-            } else {
-                format!(
-                    "(systemctl stop chrony systemd-timesyncd ntp || true) 2>/dev/null; mkdir -p $(dirname {SKEW_MARKER}) && \
-                     touch {SKEW_MARKER} && date -s @{secs} >/dev/null"
-                )
-            };
-            control.exec(node, &cmd, Retry::Idempotent).await.map(drop)
-        }
+    if let Some(file) = db.clock_file(node) {
+        let text = format!("{:+.3}\n", offset_ms as f64 / 1000.0);
+        return control.upload(node, text.into_bytes(), &file, 0o644).await;
     }
+    let daemons = "chrony systemd-timesyncd ntp";
+    if offset_ms != 0 {
+        let stop = format!(
+            "(systemctl stop {daemons} || true) 2>/dev/null; mkdir -p $(dirname {SKEW_MARKER}) && touch {SKEW_MARKER}"
+        );
+        control.exec(node, &stop, Retry::Idempotent).await?;
+    }
+    let mut cmd = match measure(control, db, node).await {
+        Ok(now_ms) => {
+            let shift_ns = ((offset_ms as f64 - now_ms) * 1e6).round() as i128;
+            format!("t=$(( $(date +%s%N) + {shift_ns} ))")
+        }
+        Err(e) => {
+            tracing::warn!(
+                "cannot measure the clock of {}, setting it from the controller's: {e:#}",
+                node.name
+            );
+            format!("t={}", controller_now_ns() + offset_ms as i128 * 1_000_000)
+        }
+    };
+    cmd.push_str(" && date -s @$((t / 1000000000)).$(printf %09d $((t % 1000000000))) >/dev/null");
+    if offset_ms == 0 {
+        cmd.push_str(&format!(
+            " && rm -f {SKEW_MARKER} && (systemctl start chrony || systemctl start systemd-timesyncd || systemctl start ntp || true) 2>/dev/null"
+        ));
+    }
+    control.exec(node, &cmd, Retry::Once).await.map(drop)
 }
 
 /// How far `node`'s clock (as its server sees it) is from the controller's, in milliseconds:

@@ -33,7 +33,7 @@ use crate::db::Db;
 pub const BACKUP_ROOT: &str = "/var/lib/stampede/corrupt";
 
 /// How long a restarted server is watched for serving or exiting.
-const WATCH: Duration = Duration::from_secs(20);
+pub(super) const WATCH: Duration = Duration::from_secs(20);
 
 /// Which of the server's files is damaged: the newest of its kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,14 +239,15 @@ pub async fn heal(
     Ok((!restored.is_empty()).then_some("restored a corrupted data file"))
 }
 
-/// What a restarted server did within [`WATCH`]: `serving`, `exited`, or `running, not
-/// serving`.
+/// What a restarted server did within `limit` (usually [`WATCH`]): `serving`, `exited`, or
+/// `running, not serving`.
 pub(super) async fn watch(
     control: &Control,
     db: &dyn Db,
     node: &Node,
+    limit: Duration,
 ) -> anyhow::Result<&'static str> {
-    let deadline = tokio::time::Instant::now() + WATCH;
+    let deadline = tokio::time::Instant::now() + limit;
     loop {
         if crate::db::modes(db, std::slice::from_ref(node)).await[0].is_some() {
             return Ok("serving");
@@ -367,7 +368,8 @@ impl Nemesis for CorruptNemesis {
                 }
             }
         }
-        let watched = futures::future::join_all(running.iter().map(|n| watch(control, db, n)));
+        let watched =
+            futures::future::join_all(running.iter().map(|n| watch(control, db, n, WATCH)));
         let mut after = BTreeMap::new();
         for (node, what) in running.iter().zip(watched.await) {
             after.insert(node.name.clone(), what?);
@@ -402,7 +404,7 @@ impl Nemesis for CorruptNemesis {
             }
         }
         // Restarted together: a quorum of them may be needed before any serves.
-        let watched = futures::future::join_all(down.iter().map(|n| watch(control, db, n)));
+        let watched = futures::future::join_all(down.iter().map(|n| watch(control, db, n, WATCH)));
         let mut restored = BTreeMap::new();
         for (node, what) in down.iter().zip(watched.await) {
             restored.insert(node.name.clone(), what?);

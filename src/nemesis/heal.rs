@@ -12,7 +12,7 @@ use super::{clock, corrupt, packet, partition, trigger};
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
 
-/// Heals one node: removes partition rules, disarms a log trigger, resumes a paused server,
+/// Heals one node: boots its guest if it lost power, removes partition rules, disarms a log trigger, resumes a paused server,
 /// puts back a data file a corrupt fault damaged if its server is not running, restarts a
 /// server that was set up but is not running. Returns what it did.
 async fn heal_node(
@@ -21,6 +21,9 @@ async fn heal_node(
     node: &Node,
 ) -> anyhow::Result<Vec<&'static str>> {
     let mut done = Vec::new();
+    if super::power::power_on(control, node).await? {
+        done.push("booted");
+    }
     // The trigger agent first: a drop it fires must not come after the rules are removed.
     control
         .exec(node, &trigger::heal_command(node), Retry::Idempotent)

@@ -10,6 +10,7 @@ pub mod nfqueue;
 mod package;
 mod packet;
 mod partition;
+mod power;
 mod process;
 mod reconfig;
 mod restart;
@@ -69,6 +70,7 @@ pub const KINDS: &[&str] = &[
     "reconfig",
     "sequence",
     lazyfs::KIND,
+    power::KIND,
 ];
 
 /// Builds the nemesis a fault describes (see [`Target`](target::Target) and
@@ -155,6 +157,7 @@ pub fn build(
             fault.reconfig.clone().unwrap_or_default(),
         )),
         lazyfs::KIND => Arc::new(lazyfs::LoseUnsynced::new(control, db, target()?)),
+        power::KIND => Arc::new(power::PowerLoss::new(control, db, target()?)?),
         other => anyhow::bail!(
             "unknown nemesis kind {other:?} (known: {})",
             KINDS.join(", ")

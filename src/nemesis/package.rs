@@ -397,6 +397,19 @@ mod tests {
                 db: db.as_ref(),
             };
             let cfg = load(&path, true, Some(&aim)).unwrap_or_else(|e| panic!("{e:#}"));
+            if cfg.faults.iter().any(|f| f.kind == "power-loss") {
+                let refused = cfg
+                    .build(&control, db.clone(), None)
+                    .err()
+                    .map(|e| format!("{e:#}"));
+                assert!(
+                    refused.as_deref().is_some_and(|e| e.contains("is not a guest of `stampede vm up`")),
+                    "{}: power-loss on nodes that are not VM guests must be refused, got {refused:?}",
+                    path.display()
+                );
+                seen += 1;
+                continue;
+            }
             let built = cfg
                 .build(&control, db.clone(), None)
                 .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::corrupt::watch;
+use super::corrupt::{watch, WATCH};
 use super::target::Target;
 use super::Nemesis;
 use crate::config::Duration;
@@ -98,7 +98,7 @@ impl Nemesis for RestartNemesis {
                 false => db.stop(control, &node).await?,
             }
             db.start(control, &node).await?;
-            after.insert(node.name.clone(), watch(control, db, &node).await?);
+            after.insert(node.name.clone(), watch(control, db, &node, WATCH).await?);
             nodes.push(node.name.clone());
         }
         anyhow::ensure!(

@@ -270,7 +270,7 @@ pub fn assert_cluster_gone(cluster: &TestCluster) {
 }
 
 /// The slot of `STAMPEDE_TEST_SLOT`, if set to a digit 1–9.
-fn test_slot() -> Option<u32> {
+pub fn test_slot() -> Option<u32> {
     let slot = std::env::var("STAMPEDE_TEST_SLOT").ok()?;
     let k: u32 = slot
         .parse()
@@ -298,6 +298,28 @@ pub fn keeperd_binary() -> String {
         binary.display()
     );
     binary.display().to_string()
+}
+
+/// Installs Debian's ansible package with apt-get when `ansible-playbook` is missing.
+pub fn ensure_ansible() {
+    let present = Command::new("sh")
+        .args(["-c", "command -v ansible-playbook"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if present {
+        return;
+    }
+    let update = Command::new("apt-get")
+        .args(["update", "-q"])
+        .status()
+        .expect("cannot run apt-get");
+    assert!(update.success(), "apt-get update failed");
+    let install = Command::new("apt-get")
+        .args(["install", "-y", "-q", "ansible"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .expect("cannot run apt-get");
+    assert!(install.success(), "apt-get install ansible failed");
 }
 
 /// Does nothing (for `setup` or `after_each` when a target needs none).

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Builds the guest image of `stampede vm up`: a fresh Debian bookworm (debootstrap minbase)
+# with systemd, openssh-server, sudo and python3, as a cloud image has them, and nothing that
+# the ansible playbook installs. Guests have no route to a Debian mirror, so the image carries
+# a local apt repository holding the packages the playbook asks for (and their dependencies),
+# and its apt sources point there only.
+#
+# Environment: WORK (an empty folder to build in), IMAGE (the raw ext4 image to write),
+# MIRROR (the Debian mirror), USER_NAME, USER_PASSWORD (a sudoer with a password, as on a
+# fresh cloud VM), USER_KEY (the public key the provider authorizes for that user),
+# SIZE (the image size), KERNEL and INITRD (where to copy the guest's kernel and
+# initramfs, for qemu's -kernel).
+set -euo pipefail
+root="$WORK/root"
+debootstrap --variant=minbase \
+  --include=systemd-sysv,openssh-server,iproute2,python3,sudo,kmod,udev,ca-certificates,linux-image-cloud-amd64,initramfs-tools \
+  bookworm "$root" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
+  { tail -5 "$WORK/debootstrap.log" >&2; exit 1; }
+
+# The local repository: what the playbook installs, downloaded with the guest's own apt.
+repo=/srv/stampede-debs
+mkdir -p "$root$repo/partial"
+chroot "$root" apt-get install --download-only -y -q --no-install-recommends \
+  -o Dir::Cache::archives="$repo" \
+  zookeeper default-jre-headless iptables iproute2 procps faketime perl chrony sudo \
+  openssh-server python3 python3-apt >"$WORK/download.log" 2>&1 ||
+  { tail -5 "$WORK/download.log" >&2; exit 1; }
+rm -rf "$root$repo/partial" "$root$repo/lock"
+cp "$(ls "$root"/boot/vmlinuz-* | tail -1)" "$KERNEL"
+cp "$(ls "$root"/boot/initrd.img-* | tail -1)" "$INITRD"
+(cd "$root$repo" && apt-ftparchive packages . >Packages)
+echo "deb [trusted=yes] file:$repo ./" >"$root/etc/apt/sources.list"
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
+
+# Boot-time settings from the kernel command line (stampede.ip=A.B.C.D/24,
+# stampede.name=NAME): address, hostname and fresh SSH host keys, as a provider's agent sets them.
+cat >"$root/usr/local/sbin/stampede-guest" <<'SCRIPT'
+#!/bin/sh
+# Sets this guest's address, name and SSH host keys from the kernel command line.
+for word in $(cat /proc/cmdline); do
+  case "$word" in
+    stampede.ip=*) ip="${word#stampede.ip=}" ;;
+    stampede.name=*) name="${word#stampede.name=}" ;;
+  esac
+done
+ip link set lo up
+[ -n "$ip" ] && { ip addr replace "$ip" dev eth0; ip link set eth0 up; }
+[ -n "$name" ] && {
+  echo "$name" >/etc/hostname
+  hostname "$name"
+  printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$name" >/etc/hosts
+}
+ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A
+echo "stampede-guest: $name is up" >/dev/console
+SCRIPT
+chmod 755 "$root/usr/local/sbin/stampede-guest"
+cat >"$root/etc/systemd/system/stampede-guest.service" <<'UNIT'
+[Unit]
+Description=Address, name and SSH host keys from the kernel command line
+DefaultDependencies=no
+After=systemd-udevd.service
+Before=network.target ssh.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/stampede-guest
+RemainAfterExit=yes
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+chroot "$root" systemctl enable stampede-guest.service >/dev/null 2>&1
+chroot "$root" systemctl mask getty@tty1.service serial-getty@ttyS0.service \
+  console-getty.service systemd-firstboot.service >/dev/null 2>&1
+rm -f "$root"/etc/ssh/ssh_host_*
+echo "LABEL=stampede-root / ext4 defaults,errors=remount-ro 0 1" >"$root/etc/fstab"
+echo stampede-guest >"$root/etc/hostname"
+printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
+
+# The provider's user: a sudoer with a password, logging in with the provider's key.
+chroot "$root" useradd -m -s /bin/bash -G sudo "$USER_NAME"
+echo "$USER_NAME:$USER_PASSWORD" | chroot "$root" chpasswd
+install -d -m 700 "$root/home/$USER_NAME/.ssh"
+cp "$USER_KEY" "$root/home/$USER_NAME/.ssh/authorized_keys"
+chmod 600 "$root/home/$USER_NAME/.ssh/authorized_keys"
+chroot "$root" chown -R "$USER_NAME:$USER_NAME" "/home/$USER_NAME/.ssh"
+
+rm -f "$IMAGE"
+truncate -s "$SIZE" "$IMAGE"
+mkfs.ext4 -q -F -L stampede-root -d "$root" "$IMAGE"
+rm -rf "$root"
