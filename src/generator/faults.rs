@@ -115,8 +115,8 @@ impl HealGuard {
         }
     }
 
-    /// Stops every nemesis (recorded like any stop), retrying a failing one a few times, and
-    /// returns the heals that still failed. A failure to write the history does not stop it
+    /// Stops every nemesis (recorded like any stop; power losses first), retrying a failing
+    /// one a few times, and returns the heals that still failed. A failure to write the history does not stop it
     /// from healing the rest.
     pub async fn heal(mut self) -> Vec<String> {
         self.armed = false;
@@ -126,7 +126,10 @@ impl HealGuard {
 
 async fn heal_all(nemeses: &[Arc<dyn Nemesis>], recorder: &Recorder) -> Vec<String> {
     let mut failures = Vec::new();
-    for nemesis in nemeses {
+    // Machines that lost power come back first: every other heal needs them answering.
+    let mut ordered: Vec<&Arc<dyn Nemesis>> = nemeses.iter().collect();
+    ordered.sort_by_key(|n| n.kind() != crate::nemesis::POWER_LOSS);
+    for nemesis in ordered {
         let mut last = String::new();
         for attempt in 1..=HEAL_ATTEMPTS {
             match call(recorder, nemesis.as_ref(), Action::Stop).await {

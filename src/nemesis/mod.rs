@@ -29,6 +29,7 @@ pub use heal::{guarded, heal_all, Ending, OnSignal};
 pub use package::{load as load_package, Aim, FaultConfig, NemesisConfig};
 pub use packet::NetemConfig;
 pub use partition::{HolderView, Partition, PartitionSpec};
+pub use power::KIND as POWER_LOSS;
 pub use process::{ProcessFault, ProcessNemesis};
 pub use reconfig::ReconfigConfig;
 pub use restart::RestartConfig;
