@@ -459,6 +459,7 @@ fn setup(_: &TestCluster) {
 }
 
 fn main() {
+    // One lane: the scenarios share the ensemble `setup` made and end with repairing it.
     let scenarios: &[common::Scenario] = &[
         (
             "ensemble_forms_with_one_leader",
@@ -493,8 +494,9 @@ fn main() {
     ];
     TEST.run(
         3,
+        1,
         setup,
-        &[scenarios],
+        scenarios,
         assert_nothing_left,
         common::assert_cluster_gone,
     );

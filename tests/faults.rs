@@ -3,8 +3,8 @@
 //! the leader and a strobe on a follower and go back to zero, a packet delay raises client
 //! latencies by about the delay, and a package of every fault kind heals all of them.
 //!
-//! A custom harness (`harness = false`): the scenarios run in two lanes side by side, each on
-//! a cluster of its own, made at the start and always removed at the end. Needs root on Linux.
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own,
+//! made at the start and always removed at the end. Needs root on Linux.
 
 mod common;
 
@@ -242,12 +242,12 @@ fn every_fault_kind_in_one_test_is_healed(cluster: &TestCluster) {
 }
 
 fn main() {
-    // Two lanes side by side, each on a cluster of its own (tests/common).
-    let first: &[common::Scenario] = &[(
-        "every_fault_kind_in_one_test_is_healed",
-        every_fault_kind_in_one_test_is_healed,
-    )];
-    let second: &[common::Scenario] = &[
+    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    let scenarios: &[common::Scenario] = &[
+        (
+            "every_fault_kind_in_one_test_is_healed",
+            every_fault_kind_in_one_test_is_healed,
+        ),
         (
             "clock_bump_and_strobe_are_measured_and_reset",
             clock_bump_and_strobe_are_measured_and_reset,
@@ -257,11 +257,11 @@ fn main() {
             packet_delay_raises_latency_by_about_the_delay,
         ),
     ];
-    let cluster = TestCluster::new("stfault", "10.241.13.0/24");
-    cluster.run(
+    TestCluster::new("stfault", "10.241.13.0/24").run(
         3,
+        4,
         common::nothing,
-        &[first, second],
+        scenarios,
         assert_no_fault_left,
         common::assert_cluster_gone,
     );

@@ -9,7 +9,7 @@
 //! that keeps an ephemeral after its session ended (`keep-ephemeral`) is caught by the
 //! ephemeral workload's polls of it, an `ephemeral-outlived-session`.
 //!
-//! A custom harness (`harness = false`) on two clusters of its own (two lanes). Needs root on Linux and the
+//! A custom harness (`harness = false`) in lanes side by side (up to four, tests/common), each on a cluster of its own. Needs root on Linux and the
 //! keeperd binary built beside the test (`cargo test --workspace` builds it); the failpoint
 //! build is made here with cargo (`--bin keeperd-failpoints --features failpoints`).
 
@@ -366,15 +366,31 @@ fn a_follower_keeping_an_ephemeral_after_its_session_is_caught(cluster: &TestClu
 }
 
 fn main() {
-    // Two lanes side by side, each on a cluster of its own (tests/common).
-    let first: &[common::Scenario] = &[
+    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    let scenarios: &[common::Scenario] = &[
+        (
+            "a_leader_writing_without_its_quorum_loses_acknowledged_writes",
+            a_leader_writing_without_its_quorum_loses_acknowledged_writes,
+        ),
+        (
+            "lock_on_an_ensemble_under_kill_and_pause_is_valid",
+            lock_on_an_ensemble_under_kill_and_pause_is_valid,
+        ),
+        (
+            "commit_before_a_quorum_loses_acknowledged_writes",
+            commit_before_a_quorum_loses_acknowledged_writes,
+        ),
         (
             "register_on_an_ensemble_under_leader_faults_is_valid",
             register_on_an_ensemble_under_leader_faults_is_valid,
         ),
         (
-            "commit_before_a_quorum_loses_acknowledged_writes",
-            commit_before_a_quorum_loses_acknowledged_writes,
+            "members_that_forget_on_restart_lose_acknowledged_writes",
+            members_that_forget_on_restart_lose_acknowledged_writes,
+        ),
+        (
+            "acknowledging_before_durable_loses_acknowledged_writes",
+            acknowledging_before_durable_loses_acknowledged_writes,
         ),
         (
             "skipping_trunc_leaves_a_replica_diverged",
@@ -388,24 +404,6 @@ fn main() {
             "a_dropped_watch_event_is_caught_as_missed",
             a_dropped_watch_event_is_caught_as_missed,
         ),
-    ];
-    let second: &[common::Scenario] = &[
-        (
-            "lock_on_an_ensemble_under_kill_and_pause_is_valid",
-            lock_on_an_ensemble_under_kill_and_pause_is_valid,
-        ),
-        (
-            "a_leader_writing_without_its_quorum_loses_acknowledged_writes",
-            a_leader_writing_without_its_quorum_loses_acknowledged_writes,
-        ),
-        (
-            "acknowledging_before_durable_loses_acknowledged_writes",
-            acknowledging_before_durable_loses_acknowledged_writes,
-        ),
-        (
-            "members_that_forget_on_restart_lose_acknowledged_writes",
-            members_that_forget_on_restart_lose_acknowledged_writes,
-        ),
         (
             "a_follower_keeping_an_ephemeral_after_its_session_is_caught",
             a_follower_keeping_an_ephemeral_after_its_session_is_caught,
@@ -413,8 +411,9 @@ fn main() {
     ];
     TestCluster::new("stkd", "10.241.12.0/24").run(
         3,
+        4,
         common::nothing,
-        &[first, second],
+        scenarios,
         common::nothing,
         common::assert_cluster_gone,
     );

@@ -241,21 +241,19 @@ fn no_layer_left(cluster: &TestCluster) {
 }
 
 fn main() {
-    // Two lanes side by side, each on a cluster of its own (tests/common).
-    let first: &[common::Scenario] = &[
+    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    let scenarios: &[common::Scenario] = &[
         (
             "keeperd_skipping_fsync_loses_acknowledged_writes",
             keeperd_skipping_fsync_loses_acknowledged_writes,
         ),
         (
-            "zookeeper_loses_nothing_acknowledged",
-            zookeeper_loses_nothing_acknowledged,
-        ),
-    ];
-    let second: &[common::Scenario] = &[
-        (
             "keeperd_with_fsync_loses_nothing_acknowledged",
             keeperd_with_fsync_loses_nothing_acknowledged,
+        ),
+        (
+            "zookeeper_loses_nothing_acknowledged",
+            zookeeper_loses_nothing_acknowledged,
         ),
         (
             "heal_after_a_controller_sigkill_mid_fault",
@@ -264,8 +262,9 @@ fn main() {
     ];
     TestCluster::new("stlazy", "10.241.23.0/24").run(
         3,
+        4,
         common::nothing,
-        &[first, second],
+        scenarios,
         no_layer_left,
         common::assert_cluster_gone,
     );

@@ -5,7 +5,7 @@
 //! and isolating the current holder's node past its session timeout makes
 //! `on_disconnect: keep` overlap (and the checker say so) while `assume-lost` stays safe.
 //!
-//! A custom harness (`harness = false`) on two clusters of its own (two lanes). Needs root on Linux.
+//! A custom harness (`harness = false`) in lanes side by side (up to four, tests/common), each on a cluster of its own. Needs root on Linux.
 
 mod common;
 
@@ -36,18 +36,23 @@ fn recipe_test(
     )
 }
 
-/// Every recipe not run by the other scenarios, without faults: valid, and live where the
-/// checker judges liveness.
-fn every_recipe_is_safe_and_live_without_faults(cluster: &TestCluster) {
+/// The lock recipes not run by the other scenarios, and the queue, without faults.
+fn every_lock_and_the_queue_are_safe_and_live_without_faults(cluster: &TestCluster) {
+    recipes_are_safe_and_live_without_faults(cluster, &["lock-protected", "lock-crate", "queue"]);
+}
+
+/// Both election recipes and the barrier, without faults.
+fn every_election_and_the_barrier_are_safe_and_live_without_faults(cluster: &TestCluster) {
+    recipes_are_safe_and_live_without_faults(
+        cluster,
+        &["election-fair", "election-unfair", "barrier"],
+    );
+}
+
+/// Each of `workloads` without faults: valid, and live where the checker judges liveness.
+fn recipes_are_safe_and_live_without_faults(cluster: &TestCluster, workloads: &[&str]) {
     let sets = ["generator.time_limit=8s"];
-    for workload in [
-        "lock-protected",
-        "lock-crate",
-        "election-fair",
-        "election-unfair",
-        "queue",
-        "barrier",
-    ] {
+    for &workload in workloads {
         let (code, verdict, results, _) = recipe_test(cluster, workload, "none", &sets);
         assert_eq!(code, Some(0), "{workload}: {verdict}");
         println!("{workload}: {verdict}");
@@ -203,37 +208,14 @@ fn twenty_contenders_show_the_herd_effect(cluster: &TestCluster) {
 /// then; the ensemble expires its session 10 s after last hearing of it (later when the cut
 /// node was the leader and a new one must be elected first) and the next contender takes the
 /// lock, while a `keep` holder, never told its session expired, still acts as the holder.
-fn isolating_the_holder_catches_keep_but_not_assume_lost(cluster: &TestCluster) {
-    let nemesis = cluster.work.join("holder.yaml");
-    std::fs::write(&nemesis, "faults:\n  - {kind: partition, target: holder}\n").unwrap();
-    let nemesis = nemesis.display().to_string();
-    let sets = |policy: &'static str| {
-        [
-            policy,
-            "lock.hold=24s",
-            "lock.steps=24",
-            "session.session_timeout=10s",
-            "generator.concurrency=3",
-            "generator.time_limit=28s",
-            "generator.nemesis_interval=2s",
-            "generator.nemesis_duration=22s",
-            // The first holder must hold when the cut starts, 2 s in.
-            "lock.contention.stagger=false",
-        ]
-    };
+fn isolating_the_holder_catches_keep(cluster: &TestCluster) {
+    let nemesis = holder_partition(cluster);
     // The overlap is a race the ensemble usually wins: the next contender is granted once the
     // leader expires the cut session, and the keep holder stops when its client declares the
     // session expired on its own (about a session timeout after losing its server). Seen 2 to
     // 9 s apart; when a loaded machine slows the ensemble's side past the client's, one run
     // shows no overlap, so the holder gets a second run to be caught in.
-    let keep = || {
-        recipe_test(
-            cluster,
-            "lock-sequential",
-            &nemesis,
-            &sets("lock.on_disconnect=keep"),
-        )
-    };
+    let keep = || holder_test(cluster, &nemesis, "lock.on_disconnect=keep");
     let (mut code, mut verdict, mut results, _) = keep();
     if code == Some(0) {
         println!("keep, no overlap this time: {verdict}");
@@ -246,42 +228,79 @@ fn isolating_the_holder_catches_keep_but_not_assume_lost(cluster: &TestCluster) 
         .unwrap_or_default();
     assert!(!overlaps.is_empty(), "the overlap is reported: {results}");
     println!("keep: {verdict}");
-    let (code, verdict, _, _) = recipe_test(
-        cluster,
-        "lock-sequential",
-        &nemesis,
-        &sets("lock.on_disconnect=assume-lost"),
-    );
+}
+
+/// The same cut as [`isolating_the_holder_catches_keep`]: an `assume-lost` holder stops
+/// acting when its server stops serving, so the run stays safe.
+fn isolating_the_holder_leaves_assume_lost_safe(cluster: &TestCluster) {
+    let nemesis = holder_partition(cluster);
+    let (code, verdict, _, _) = holder_test(cluster, &nemesis, "lock.on_disconnect=assume-lost");
     assert_eq!(code, Some(0), "assume-lost stays safe: {verdict}");
     println!("assume-lost: {verdict}");
 }
 
-fn main() {
-    // Two lanes side by side, each on a cluster of its own (tests/common).
-    let first: &[common::Scenario] = &[
-        (
-            "lock_sequential_assuming_loss_survives_partitions_and_kills",
-            lock_sequential_assuming_loss_survives_partitions_and_kills,
-        ),
-        (
-            "isolating_the_holder_catches_keep_but_not_assume_lost",
-            isolating_the_holder_catches_keep_but_not_assume_lost,
-        ),
+/// A nemesis package cutting the lock holder's node off, written in the scratch folder.
+fn holder_partition(cluster: &TestCluster) -> String {
+    let nemesis = cluster.work.join("holder.yaml");
+    std::fs::write(&nemesis, "faults:\n  - {kind: partition, target: holder}\n").unwrap();
+    nemesis.display().to_string()
+}
+
+/// The sequential lock under `nemesis` with the disconnect `policy` (a `--set`): the first
+/// holder keeps the lock for 24 s and is cut 2 s in for 22 s.
+fn holder_test(
+    cluster: &TestCluster,
+    nemesis: &str,
+    policy: &str,
+) -> (Option<i32>, String, Value, String) {
+    let sets = [
+        policy,
+        "lock.hold=24s",
+        "lock.steps=24",
+        "session.session_timeout=10s",
+        "generator.concurrency=3",
+        "generator.time_limit=28s",
+        "generator.nemesis_interval=2s",
+        "generator.nemesis_duration=22s",
+        // The first holder must hold when the cut starts, 2 s in.
+        "lock.contention.stagger=false",
     ];
-    let second: &[common::Scenario] = &[
+    recipe_test(cluster, "lock-sequential", nemesis, &sets)
+}
+
+fn main() {
+    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    let scenarios: &[common::Scenario] = &[
         (
-            "every_recipe_is_safe_and_live_without_faults",
-            every_recipe_is_safe_and_live_without_faults,
+            "isolating_the_holder_catches_keep",
+            isolating_the_holder_catches_keep,
         ),
         (
             "twenty_contenders_show_the_herd_effect",
             twenty_contenders_show_the_herd_effect,
         ),
+        (
+            "every_lock_and_the_queue_are_safe_and_live_without_faults",
+            every_lock_and_the_queue_are_safe_and_live_without_faults,
+        ),
+        (
+            "every_election_and_the_barrier_are_safe_and_live_without_faults",
+            every_election_and_the_barrier_are_safe_and_live_without_faults,
+        ),
+        (
+            "lock_sequential_assuming_loss_survives_partitions_and_kills",
+            lock_sequential_assuming_loss_survives_partitions_and_kills,
+        ),
+        (
+            "isolating_the_holder_leaves_assume_lost_safe",
+            isolating_the_holder_leaves_assume_lost_safe,
+        ),
     ];
     TestCluster::new("strec", "10.241.14.0/24").run(
         3,
+        4,
         common::nothing,
-        &[first, second],
+        scenarios,
         common::nothing,
         common::assert_cluster_gone,
     );

@@ -7,8 +7,8 @@
 //! `heal` after a controller SIGKILL restores the membership, restarting a removed server that
 //! had died.
 //!
-//! A custom harness (`harness = false`): the scenarios run in two lanes side by side, each on
-//! a cluster of its own, made at the start and always removed at the end. Needs root on Linux.
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own,
+//! made at the start and always removed at the end. Needs root on Linux.
 
 mod common;
 
@@ -307,8 +307,9 @@ fn keeperd_heal_after_a_controller_sigkill_restores_the_membership(cluster: &Tes
 }
 
 fn main() {
-    // Two lanes side by side, each on a cluster of its own (tests/common).
-    let first: &[common::Scenario] = &[
+    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    // The refusals come first, on a fresh cluster: they check that no server was started.
+    let scenarios: &[common::Scenario] = &[
         (
             "packages_below_a_majority_are_refused",
             packages_below_a_majority_are_refused,
@@ -322,12 +323,6 @@ fn main() {
             set_under_removal_is_valid_and_restored,
         ),
         (
-            "heal_after_a_controller_sigkill_restores_the_membership",
-            heal_after_a_controller_sigkill_restores_the_membership,
-        ),
-    ];
-    let second: &[common::Scenario] = &[
-        (
             "keeperd_register_under_removal_and_demotion_is_valid_and_restored",
             keeperd_register_under_removal_and_demotion_is_valid_and_restored,
         ),
@@ -339,12 +334,16 @@ fn main() {
             "keeperd_heal_after_a_controller_sigkill_restores_the_membership",
             keeperd_heal_after_a_controller_sigkill_restores_the_membership,
         ),
+        (
+            "heal_after_a_controller_sigkill_restores_the_membership",
+            heal_after_a_controller_sigkill_restores_the_membership,
+        ),
     ];
-    let cluster = TestCluster::new("strcfg", "10.241.25.0/24");
-    cluster.run(
+    TestCluster::new("strcfg", "10.241.25.0/24").run(
         3,
+        4,
         common::nothing,
-        &[first, second],
+        scenarios,
         |_| {},
         common::assert_cluster_gone,
     );

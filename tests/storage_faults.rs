@@ -8,7 +8,7 @@
 //! middle of a rolling restart, and in the middle of a sequence (a partition and a killed
 //! server in place): `stampede heal` puts everything back and every server serves again.
 //!
-//! A custom harness (`harness = false`): the scenarios run in two lanes, each on a cluster. Needs root on Linux,
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own. Needs root on Linux,
 //! and the keeperd binary built beside the test (`cargo test --workspace`).
 
 mod common;
@@ -457,8 +457,8 @@ fn no_copy_left(cluster: &TestCluster) {
 }
 
 fn main() {
-    // Two lanes side by side, each on a cluster of its own (tests/common).
-    let first: &[common::Scenario] = &[
+    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    let scenarios: &[common::Scenario] = &[
         (
             "zookeeper_survives_a_corrupted_log_and_snapshot",
             zookeeper_survives_a_corrupted_log_and_snapshot,
@@ -467,8 +467,6 @@ fn main() {
             "keeperd_refuses_a_zeroed_and_a_truncated_snapshot",
             keeperd_refuses_a_zeroed_and_a_truncated_snapshot,
         ),
-    ];
-    let second: &[common::Scenario] = &[
         (
             "keeperd_survives_a_corrupted_and_a_truncated_log",
             keeperd_survives_a_corrupted_and_a_truncated_log,
@@ -486,11 +484,11 @@ fn main() {
             heal_undoes_a_sequence_left_in_place,
         ),
     ];
-    let cluster = TestCluster::new("ststor", "10.241.21.0/24");
-    cluster.run(
+    TestCluster::new("ststor", "10.241.21.0/24").run(
         3,
+        4,
         common::nothing,
-        &[first, second],
+        scenarios,
         no_copy_left,
         common::assert_cluster_gone,
     );

@@ -2,8 +2,8 @@
 //! local cluster of its own and leaves summary.json, junit.xml and index.html that agree with
 //! each other and with the tests' own results folders.
 //!
-//! A custom harness (`harness = false`): two lanes, each on a cluster made at the start and
-//! always removed at the end. Needs root on Linux.
+//! A custom harness (`harness = false`): lanes side by side (up to four, tests/common), each on a cluster of its own,
+//! made at the start and always removed at the end. Needs root on Linux.
 
 mod common;
 
@@ -180,12 +180,12 @@ fn a_keeperd_suite_uploads_the_binary_it_is_given(cluster: &TestCluster) {
 }
 
 fn main() {
-    // Two lanes side by side, each on a cluster of its own (tests/common).
-    let first: &[common::Scenario] = &[(
-        "a_two_by_two_suite_runs_unattended_and_reports_consistently",
-        a_two_by_two_suite_runs_unattended_and_reports_consistently,
-    )];
-    let second: &[common::Scenario] = &[
+    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    let scenarios: &[common::Scenario] = &[
+        (
+            "a_two_by_two_suite_runs_unattended_and_reports_consistently",
+            a_two_by_two_suite_runs_unattended_and_reports_consistently,
+        ),
         (
             "a_suite_goes_on_after_a_test_that_errors",
             a_suite_goes_on_after_a_test_that_errors,
@@ -197,8 +197,9 @@ fn main() {
     ];
     TestCluster::new("stsuite", "10.241.11.0/24").run(
         3,
+        4,
         common::nothing,
-        &[first, second],
+        scenarios,
         common::nothing,
         common::assert_cluster_gone,
     );

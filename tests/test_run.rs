@@ -9,8 +9,8 @@
 //! starts, a run no fault reached or whose fault failed to start is unknown, and kills aimed
 //! at a minority or the leader reach keeperd's one server.
 //!
-//! A custom harness (`harness = false`): the scenarios run in two lanes side by side, each on
-//! a cluster of its own, made at the start and always removed at the end. Needs root on Linux.
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own,
+//! made at the start and always removed at the end. Needs root on Linux.
 
 mod common;
 
@@ -278,17 +278,33 @@ fn partition_kill(cluster: &TestCluster) -> String {
     package.display().to_string()
 }
 
-/// The counter, set, unique-ids and bank workloads through partitions of the ensemble and
-/// kills of a minority: each run valid, exposed to both, its checker's report in `results.json` with
-/// enough acknowledged operations, and every reader showing the bank run.
-fn counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills(cluster: &TestCluster) {
+/// The counter and set workloads through partitions and kills (see
+/// [`workloads_stay_valid_through_partitions_and_kills`]).
+fn counter_and_set_stay_valid_through_partitions_and_kills(cluster: &TestCluster) {
+    workloads_stay_valid_through_partitions_and_kills(
+        cluster,
+        &[("counter", "adds_ok"), ("set", "adds_ok")],
+    );
+}
+
+/// The unique-ids and bank workloads through partitions and kills, every reader showing the
+/// bank run.
+fn unique_ids_and_bank_stay_valid_through_partitions_and_kills(cluster: &TestCluster) {
+    workloads_stay_valid_through_partitions_and_kills(
+        cluster,
+        &[("unique-ids", "generated"), ("bank", "transfers_ok")],
+    );
+}
+
+/// Each (workload, its count of acknowledged operations) through partitions of the ensemble
+/// and kills of a minority: each run valid, exposed to both, its checker's report in
+/// `results.json` with enough acknowledged operations.
+fn workloads_stay_valid_through_partitions_and_kills(
+    cluster: &TestCluster,
+    workloads: &[(&str, &str)],
+) {
     let package = partition_kill(cluster);
-    for (workload, acknowledged) in [
-        ("counter", "adds_ok"),
-        ("set", "adds_ok"),
-        ("unique-ids", "generated"),
-        ("bank", "transfers_ok"),
-    ] {
+    for &(workload, acknowledged) in workloads {
         let out = cluster.stampede(&[
             "test",
             "--workload",
@@ -686,55 +702,58 @@ fn kills_reach_the_one_keeperd_server(cluster: &TestCluster) {
 }
 
 fn main() {
-    // Two lanes side by side, each on a cluster of its own (tests/common).
-    let first: &[common::Scenario] = &[
-        (
-            "a_register_run_with_partitions_and_kills_is_valid_and_complete",
-            a_register_run_with_partitions_and_kills_is_valid_and_complete,
-        ),
-        (
-            "counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills",
-            counter_set_unique_ids_and_bank_stay_valid_through_partitions_and_kills,
-        ),
-        (
-            "watch_stays_valid_through_partitions_and_kills",
-            watch_stays_valid_through_partitions_and_kills,
-        ),
-        (
-            "a_killed_controller_leaves_a_checkable_history",
-            a_killed_controller_leaves_a_checkable_history,
-        ),
-    ];
-    let second: &[common::Scenario] = &[
+    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    let scenarios: &[common::Scenario] = &[
         (
             "a_server_unreadable_after_the_run_leaves_it_unknown",
             a_server_unreadable_after_the_run_leaves_it_unknown,
         ),
         (
-            "ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills",
-            ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills,
+            "counter_and_set_stay_valid_through_partitions_and_kills",
+            counter_and_set_stay_valid_through_partitions_and_kills,
         ),
         (
-            "a_mistyped_package_is_refused_before_anything_starts",
-            a_mistyped_package_is_refused_before_anything_starts,
-        ),
-        (
-            "a_run_no_fault_reached_is_unknown",
-            a_run_no_fault_reached_is_unknown,
+            "unique_ids_and_bank_stay_valid_through_partitions_and_kills",
+            unique_ids_and_bank_stay_valid_through_partitions_and_kills,
         ),
         (
             "a_run_whose_fault_failed_to_start_is_unknown",
             a_run_whose_fault_failed_to_start_is_unknown,
         ),
         (
+            "a_register_run_with_partitions_and_kills_is_valid_and_complete",
+            a_register_run_with_partitions_and_kills_is_valid_and_complete,
+        ),
+        (
+            "watch_stays_valid_through_partitions_and_kills",
+            watch_stays_valid_through_partitions_and_kills,
+        ),
+        (
+            "ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills",
+            ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills,
+        ),
+        (
             "kills_reach_the_one_keeperd_server",
             kills_reach_the_one_keeperd_server,
+        ),
+        (
+            "a_run_no_fault_reached_is_unknown",
+            a_run_no_fault_reached_is_unknown,
+        ),
+        (
+            "a_killed_controller_leaves_a_checkable_history",
+            a_killed_controller_leaves_a_checkable_history,
+        ),
+        (
+            "a_mistyped_package_is_refused_before_anything_starts",
+            a_mistyped_package_is_refused_before_anything_starts,
         ),
     ];
     TestCluster::new("strun", "10.241.10.0/24").run(
         3,
+        4,
         common::nothing,
-        &[first, second],
+        scenarios,
         common::nothing,
         common::assert_cluster_gone,
     );

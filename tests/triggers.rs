@@ -6,7 +6,7 @@
 //! verdict `unknown`; `stampede heal` after a controller SIGKILL kills armed agents and removes
 //! the rules of one that fired.
 //!
-//! A custom harness (`harness = false`): the scenarios run in two lanes, each on a cluster. Needs root on Linux.
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own. Needs root on Linux.
 
 mod common;
 
@@ -307,22 +307,12 @@ fn heal_after_a_controller_sigkill_removes_a_fired_drop_and_armed_agents(cluster
 }
 
 fn main() {
-    // Two lanes side by side, each on a cluster of its own (tests/common).
-    let first: &[common::Scenario] = &[
+    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    let scenarios: &[common::Scenario] = &[
         (
             "a_follower_killed_on_its_newleader_line_is_recorded_and_the_run_is_valid",
             a_follower_killed_on_its_newleader_line_is_recorded_and_the_run_is_valid,
         ),
-        (
-            "a_trigger_that_never_fires_makes_the_run_unknown",
-            a_trigger_that_never_fires_makes_the_run_unknown,
-        ),
-        (
-            "heal_after_a_controller_sigkill_disarms_the_agent",
-            heal_after_a_controller_sigkill_disarms_the_agent,
-        ),
-    ];
-    let second: &[common::Scenario] = &[
         (
             "a_follower_cut_off_on_its_newleader_line_drops_its_peers_until_healed",
             a_follower_cut_off_on_its_newleader_line_drops_its_peers_until_healed,
@@ -332,15 +322,23 @@ fn main() {
             a_follower_losing_power_on_its_newleader_line_records_what_it_lost,
         ),
         (
+            "a_trigger_that_never_fires_makes_the_run_unknown",
+            a_trigger_that_never_fires_makes_the_run_unknown,
+        ),
+        (
+            "heal_after_a_controller_sigkill_disarms_the_agent",
+            heal_after_a_controller_sigkill_disarms_the_agent,
+        ),
+        (
             "heal_after_a_controller_sigkill_removes_a_fired_drop_and_armed_agents",
             heal_after_a_controller_sigkill_removes_a_fired_drop_and_armed_agents,
         ),
     ];
-    let cluster = TestCluster::new("sttrig", "10.241.17.0/24");
-    cluster.run(
+    TestCluster::new("sttrig", "10.241.17.0/24").run(
         3,
+        4,
         common::nothing,
-        &[first, second],
+        scenarios,
         common::nothing,
         common::assert_cluster_gone,
     );

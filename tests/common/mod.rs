@@ -2,8 +2,8 @@
 //! binary against a cluster of their own, and a harness (for `harness = false` test targets)
 //! that makes the cluster, runs the scenarios in order, checks after each that nothing was
 //! left behind, and always removes the cluster, ending with the `N passed, N failed` line.
-//! A target's scenarios may be split into lanes that run side by side, each on a cluster of
-//! its own, so that a target's time is that of its longest lane.
+//! A target's scenarios are taken by up to four lanes side by side, each on a cluster of its
+//! own, since most of their time is spent waiting on ensembles.
 
 #![allow(dead_code)] // each test target uses its own part of this module
 
@@ -114,24 +114,26 @@ impl TestCluster {
     }
 
     /// The cluster of lane `i` (from 1) beside this one: its name with a letter added (`b`,
-    /// `c`, …) and the third octet of its subnet moved up by 100 × `i`.
+    /// `c`, …) and the third octet of its subnet moved up by 50 × `i`.
     fn lane(&self, i: usize) -> TestCluster {
         let name = leak(format!("{}{}", self.name, (b'a' + i as u8) as char));
         let mut octets: Vec<String> = self.subnet.split('.').map(str::to_string).collect();
         let third: usize = octets[2].parse().expect("a subnet a.b.c.0/24");
-        octets[2] = (third + 100 * i).to_string();
+        octets[2] = (third + 50 * i).to_string();
         TestCluster::at(name, leak(octets.join(".")))
     }
 
-    /// Runs the scenarios of each lane one after another on a cluster of the lane's own with
-    /// `nodes` nodes (this one for the first lane, [`TestCluster::lane`] for the others), the
-    /// lanes side by side; prints the summary line with the seconds taken (the CI budget is
-    /// watched from them) and exits. Scenarios that depend on each other share a lane.
+    /// Runs the scenarios on up to `lanes` clusters side by side with `nodes` nodes each (this
+    /// one for the first lane, [`TestCluster::lane`] for the others; `STAMPEDE_TEST_LANES`
+    /// lowers the number on a slower machine): each lane takes the next scenario nobody has
+    /// taken, so list the longest first, and only scenarios that need no other's state. Prints
+    /// the summary line with the seconds taken (the CI budget is watched from them) and exits.
     pub fn run(
         &self,
         nodes: usize,
+        lanes: usize,
         setup: fn(&TestCluster),
-        lanes: &[&[Scenario]],
+        scenarios: &[Scenario],
         after_each: fn(&TestCluster),
         after_all: fn(&TestCluster),
     ) -> ! {
@@ -143,7 +145,8 @@ impl TestCluster {
             std::process::exit(1);
         }
         let started = std::time::Instant::now();
-        let others: Vec<TestCluster> = (1..lanes.len()).map(|i| self.lane(i)).collect();
+        let lanes = lanes.min(lanes_allowed()).min(scenarios.len()).max(1);
+        let others: Vec<TestCluster> = (1..lanes).map(|i| self.lane(i)).collect();
         let clusters: Vec<&TestCluster> = std::iter::once(self).chain(&others).collect();
         // Made one at a time: the first `cluster up` on a machine may install packages.
         let nodes = nodes.to_string();
@@ -156,13 +159,17 @@ impl TestCluster {
                 .is_ok()
             })
             .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let queue = Queue {
+            scenarios,
+            next: &next,
+        };
         let counts: Vec<(usize, usize)> = std::thread::scope(|s| {
             let lanes: Vec<_> = clusters
                 .iter()
-                .zip(lanes)
                 .zip(made)
-                .map(|((c, lane), made)| {
-                    s.spawn(move || c.run_lane(made, setup, lane, after_each, after_all))
+                .map(|(c, made)| {
+                    s.spawn(move || c.run_lane(made, setup, queue, after_each, after_all))
                 })
                 .collect();
             lanes.into_iter().map(|l| l.join().unwrap()).collect()
@@ -171,20 +178,21 @@ impl TestCluster {
             .iter()
             .fold((0, 0), |(p, f), (lp, lf)| (p + lp, f + lf));
         let secs = started.elapsed().as_secs();
-        println!("binary took {secs} s");
+        println!("binary took {secs} s on {lanes} lanes");
         println!("{passed} passed, {failed} failed");
         std::process::exit(if failed == 0 { 0 } else { 1 });
     }
 
-    /// On this cluster (made if `made`): runs `setup`, then each scenario followed by
-    /// `after_each`; heals and tears the database down after a failed scenario; always removes
-    /// the cluster (checked by `after_all`), keeping the scratch folder when a scenario failed;
-    /// prints each outcome with its seconds and returns how many passed and failed.
+    /// On this cluster (made if `made`): runs `setup`, then takes scenarios from the queue,
+    /// each followed by `after_each`; heals and tears the database down after a failed
+    /// scenario; always removes the cluster (checked by `after_all`), keeping the scratch
+    /// folder when a scenario failed; prints each outcome with its seconds and returns how
+    /// many passed and failed. A lane whose cluster could not be made takes no scenario.
     fn run_lane(
         &self,
         made: bool,
         setup: fn(&TestCluster),
-        scenarios: &[Scenario],
+        queue: Queue,
         after_each: fn(&TestCluster),
         after_all: fn(&TestCluster),
     ) -> (usize, usize) {
@@ -194,7 +202,7 @@ impl TestCluster {
             let secs = since.elapsed().as_secs();
             since = std::time::Instant::now();
             let verdict = if ok { "ok" } else { "FAILED" };
-            println!("test {name} ... {verdict} ({secs} s)");
+            println!("test {name} [{}] ... {verdict} ({secs} s)", self.name);
             if ok {
                 passed += 1
             } else {
@@ -203,7 +211,7 @@ impl TestCluster {
         };
         let ready = made && std::panic::catch_unwind(|| setup(self)).is_ok();
         if ready {
-            for (name, scenario) in scenarios {
+            while let Some((name, scenario)) = queue.take() {
                 let ok = std::panic::catch_unwind(|| {
                     scenario(self);
                     after_each(self);
@@ -234,6 +242,33 @@ impl TestCluster {
             println!("results of {} kept in {}", self.name, self.work.display());
         }
         (passed, failed)
+    }
+}
+
+/// The scenarios of one target, taken one at a time by its lanes.
+#[derive(Clone, Copy)]
+struct Queue<'a> {
+    scenarios: &'a [Scenario],
+    next: &'a std::sync::atomic::AtomicUsize,
+}
+
+impl Queue<'_> {
+    /// The next scenario nobody has taken, if any is left.
+    fn take(&self) -> Option<Scenario> {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.scenarios.get(i).copied()
+    }
+}
+
+/// How many lanes a target may run side by side: `STAMPEDE_TEST_LANES` (1–4), else 4.
+fn lanes_allowed() -> usize {
+    match std::env::var("STAMPEDE_TEST_LANES") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|n| (1..=4).contains(n))
+            .unwrap_or_else(|| panic!("STAMPEDE_TEST_LANES={v:?}: expected a number from 1 to 4")),
+        Err(_) => 4,
     }
 }
 
