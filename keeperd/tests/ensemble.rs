@@ -355,12 +355,16 @@ fn state_of(e: &Ensemble, id: usize) -> (i64, u64) {
     (zxid, digest)
 }
 
-/// Whether member `id` runs with the state a recovery of a copy of its data
-/// directory gives (zxid and tree digest), once it holds still: on a
-/// follower the directory may briefly hold proposals not yet committed, so a
-/// difference counts only if it lasts. Returns the last (running, on disk).
+/// Whether member `id` runs with the state a restart would start from
+/// (zxid and tree digest): a recovery of a copy of its data directory, with
+/// `/zookeeper/config` seeded from its config file as every start seeds it
+/// (not a transaction: the directory holds it only once a snapshot does).
+/// Compared once it holds still: on a follower the directory may briefly
+/// hold proposals not yet committed, so a difference counts only if it
+/// lasts. Returns the last (running, on disk).
 fn runs_with_its_disk_state(e: &Ensemble, id: usize) -> ((i64, u64), (i64, u64)) {
     let copy = e.member(id).dir.join("data-copy");
+    let config = keeperd::config::Config::load(&e.member(id).dir.join("zoo.cfg")).unwrap();
     let mut last = ((0, 0), (0, 0));
     for _ in 0..50 {
         let before = state_of(e, id);
@@ -372,7 +376,8 @@ fn runs_with_its_disk_state(e: &Ensemble, id: usize) -> ((i64, u64), (i64, u64))
             .status()
             .unwrap();
         assert!(status.success());
-        let r = keeperd::log::recover(&copy).unwrap();
+        let mut r = keeperd::log::recover(&copy).unwrap();
+        keeperd::quorum::peer::membership(&config, &mut r.tree);
         last = (before, (r.tree.last_zxid, r.tree.digest()));
         if state_of(e, id) == before && last.0 == last.1 {
             break;
@@ -384,10 +389,23 @@ fn runs_with_its_disk_state(e: &Ensemble, id: usize) -> ((i64, u64), (i64, u64))
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_state_a_role_leaves_is_the_state_on_disk() {
-    // Members that lose their leader go on from the state their role left,
-    // without replaying their data directory: that state must be exactly what
-    // the directory holds (proposals in flight when the leader died included).
-    let (mut e, leader, writes) = ensemble_under_writes("carry", 3, "snapCount=150", 6).await;
+    // Snapshots are taken under writes (or, on a loaded machine, maybe not).
+    the_state_a_role_leaves_is_on_disk("carry", "snapCount=150", None).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_state_a_role_leaves_is_the_state_on_disk_before_any_snapshot() {
+    // The log alone: what a snapshot would hold (the seeded membership
+    // included) comes from the config file.
+    the_state_a_role_leaves_is_on_disk("carrylog", "snapCount=1000000", Some(false)).await;
+}
+
+/// Members that lose their leader go on from the state their role left,
+/// without replaying their data directory: that state must be exactly what
+/// the directory holds (proposals in flight when the leader died included).
+/// With `snapshots` given, whether the survivors' directories hold one.
+async fn the_state_a_role_leaves_is_on_disk(name: &str, extra: &str, snapshots: Option<bool>) {
+    let (mut e, leader, writes) = ensemble_under_writes(name, 3, extra, 6).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     e.kill9(leader);
     let survivors: Vec<usize> = (1..=3).filter(|i| *i != leader).collect();
@@ -408,6 +426,16 @@ async fn the_state_a_role_leaves_is_the_state_on_disk() {
             "member {s}: running vs on disk\n{}",
             e.logs()
         );
+        if let Some(expected) = snapshots {
+            let copy = e.member(*s).dir.join("data-copy");
+            let snapshot = std::fs::read_dir(&copy).unwrap().any(|f| {
+                f.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("snapshot.")
+            });
+            assert_eq!(snapshot, expected, "member {s}: a snapshot on disk");
+        }
     }
 }
 
