@@ -3,7 +3,8 @@
 //! VMs, and a register test against ZooKeeper on them runs under a follower's partition, a
 //! system-clock jump, tc netem (delay, loss, duplication, reordering) and a power loss at the
 //! emulator, and must be judged valid, each fault having taken effect as a real kernel shows
-//! it; then `stampede vm down` leaves nothing behind. Runs as root only (taps, bridge, qemu);
+//! it; the guests' time daemon puts a clock moved 5 s back by itself, from the time server
+//! `vm up` runs; then `stampede vm down` leaves nothing behind. Runs as root only (taps, bridge, qemu);
 //! says so when skipped.
 
 mod common;
@@ -36,6 +37,53 @@ impl Vms {
 
     fn dir(&self) -> PathBuf {
         Path::new("/var/lib/stampede/vms").join(&self.name)
+    }
+
+    /// Guest `i`'s address.
+    fn guest(&self, i: u8) -> String {
+        format!("{}{i}", self.subnet.trim_end_matches("0/24"))
+    }
+
+    /// Runs `cmd` on guest 1 as the provisioned user over one shared SSH connection (so that
+    /// a clock reading costs a round trip, not a handshake).
+    fn on_guest(&self, cmd: &str) -> Output {
+        let dir = self.dir();
+        Command::new("ssh")
+            .arg("-i")
+            .arg(dir.join("id_ed25519"))
+            .arg(format!(
+                "-oUserKnownHostsFile={}",
+                dir.join("known_hosts").display()
+            ))
+            .arg(format!("-oControlPath={}/ssh-%C", self.work.display()))
+            .args([
+                "-oControlMaster=auto",
+                "-oControlPersist=120",
+                "-oBatchMode=yes",
+            ])
+            .arg(format!("{}@{}", "debian", self.guest(1)))
+            .arg(cmd)
+            .output()
+            .expect("cannot run ssh")
+    }
+
+    /// Guest 1's clock minus this machine's, in seconds, and the round trip that bounds the
+    /// error of the reading.
+    fn guest_offset(&self) -> (f64, f64) {
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        };
+        let before = now();
+        let out = self.on_guest("date +%s.%N");
+        let after = now();
+        let guest: f64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no clock reading: {}", text(&out)));
+        (guest - (before + after) / 2.0, after - before)
     }
 
     fn stampede(&self, args: &[&str]) -> Output {
@@ -263,6 +311,41 @@ fn guests_are_provisioned_by_the_playbook_and_zookeeper_on_them_survives_real_fa
         "no guest came back serving after its power loss: {boots:?}"
     );
 
+    // The time daemon: with a source (the time server `vm up` runs on the bridge), it puts a
+    // clock moved 5 s ahead while it was stopped back by itself once started.
+    let moved = vms.on_guest(
+        "sudo systemctl stop chrony && t=$(( $(date +%s%N) + 5000000000 )) && \
+         sudo date -s @$((t / 1000000000)).$(printf %09d $((t % 1000000000))) >/dev/null",
+    );
+    assert!(moved.status.success(), "{}", text(&moved));
+    let (ahead, _) = vms.guest_offset();
+    assert!(
+        (4.5..5.5).contains(&ahead),
+        "the clock moved 5 s: {ahead:.3} s"
+    );
+    let started = Instant::now();
+    let restarted = vms.on_guest("sudo systemctl start chrony");
+    assert!(restarted.status.success(), "{}", text(&restarted));
+    let restored = loop {
+        let (offset, round_trip) = vms.guest_offset();
+        if offset.abs() + round_trip < 0.5 {
+            break offset;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "chrony did not restore the clock within 60 s: {offset:.3} s off; sources:\n{}",
+            text(&vms.on_guest("chronyc -n sources"))
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    };
+    let sources = text(&vms.on_guest("chronyc -n sources"));
+    eprintln!(
+        "chrony restored a clock {ahead:.3} s ahead to {restored:+.3} s in {} s:\n{sources}",
+        started.elapsed().as_secs()
+    );
+    let server = format!("^* {}", vms.guest(254));
+    assert!(sources.contains(&server), "{server} selected: {sources}");
+
     let down = vms.stampede(&["vm", "down", "--name", &vms.name]);
     assert!(down.status.success(), "vm down failed: {}", text(&down));
     assert!(!vms.dir().exists(), "vm down left {}", vms.dir().display());
@@ -279,5 +362,13 @@ fn guests_are_provisioned_by_the_playbook_and_zookeeper_on_them_survives_real_fa
     assert!(
         emulators.stdout.is_empty(),
         "vm down left an emulator running"
+    );
+    let time_server = Command::new("pgrep")
+        .args(["-f", &format!("serve-time --listen {}:123", vms.guest(254))])
+        .output()
+        .unwrap();
+    assert!(
+        time_server.stdout.is_empty(),
+        "vm down left the time server running"
     );
 }

@@ -38,6 +38,13 @@ enum Action {
     Down,
     /// Say which guests run and answer on SSH.
     Status,
+    /// The guests' time server (started by `up`, stopped by `down`).
+    #[command(hide = true)]
+    ServeTime {
+        /// The address and UDP port to answer NTP requests on.
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+    },
 }
 
 /// Runs `stampede vm`.
@@ -74,6 +81,7 @@ pub fn run(args: VmArgs) -> anyhow::Result<ExitCode> {
                 known = made.known_hosts_file().display(),
             );
         }
+        Action::ServeTime { listen } => vm::serve_time(listen)?,
         Action::Down => {
             vm::down(&args.name)?;
             println!("VM cluster {} is down", args.name);

@@ -50,6 +50,21 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// Sends SIGKILL to `pid` (which the caller has checked is the process it means) and waits
+/// up to `limit` for it to be gone; returns whether it is.
+pub fn kill_and_wait(pid: u32, limit: std::time::Duration) -> bool {
+    // SAFETY: kill has no memory-safety preconditions; the caller vouches for the pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let deadline = std::time::Instant::now() + limit;
+    while pid_alive(pid) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
 /// The command line of a process, with arguments joined by spaces.
 pub fn pid_cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))

@@ -33,14 +33,16 @@ echo "deb [trusted=yes] file:$repo ./" >"$root/etc/apt/sources.list"
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
 
 # Boot-time settings from the kernel command line (stampede.ip=A.B.C.D/24,
-# stampede.name=NAME): address, hostname and fresh SSH host keys, as a provider's agent sets them.
+# stampede.name=NAME, stampede.ntp=A.B.C.D): address, hostname, fresh SSH host keys and the
+# time server, as a provider's agent sets them.
 cat >"$root/usr/local/sbin/stampede-guest" <<'SCRIPT'
 #!/bin/sh
-# Sets this guest's address, name and SSH host keys from the kernel command line.
+# Sets this guest's address, name, SSH host keys and time server from the kernel command line.
 for word in $(cat /proc/cmdline); do
   case "$word" in
     stampede.ip=*) ip="${word#stampede.ip=}" ;;
     stampede.name=*) name="${word#stampede.name=}" ;;
+    stampede.ntp=*) ntp="${word#stampede.ntp=}" ;;
   esac
 done
 ip link set lo up
@@ -50,13 +52,18 @@ ip link set lo up
   hostname "$name"
   printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$name" >/etc/hosts
 }
+[ -n "$ntp" ] && {
+  # chrony (installed by the playbook) reads its sources from here as well.
+  mkdir -p /etc/chrony/sources.d
+  echo "server $ntp iburst" >/etc/chrony/sources.d/stampede.sources
+}
 ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A
 echo "stampede-guest: $name is up" >/dev/console
 SCRIPT
 chmod 755 "$root/usr/local/sbin/stampede-guest"
 cat >"$root/etc/systemd/system/stampede-guest.service" <<'UNIT'
 [Unit]
-Description=Address, name and SSH host keys from the kernel command line
+Description=Address, name, SSH host keys and time server from the kernel command line
 DefaultDependencies=no
 After=systemd-udevd.service
 Before=network.target ssh.service

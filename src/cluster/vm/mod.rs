@@ -7,15 +7,19 @@
 //! [`power_on`]): the power-loss nemesis.
 
 mod image;
+mod ntp;
 mod qemu;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+pub use ntp::serve as serve_time;
 pub use qemu::Backend;
 
 use super::local;
@@ -139,6 +143,19 @@ impl VmCluster {
         format!("{}-vbr", self.spec.name)
     }
 
+    /// The pid file of the guests' time server.
+    fn time_server_pid_file(&self) -> PathBuf {
+        self.dir.join("time-server.pid")
+    }
+
+    /// The pid of the guests' time server, when it runs.
+    fn time_server_pid(&self) -> Option<u32> {
+        let pid = std::fs::read_to_string(self.time_server_pid_file()).ok()?;
+        let pid: u32 = pid.trim().parse().ok()?;
+        (local::pid_alive(pid) && local::pid_cmdline(pid).contains(TIME_SERVER_COMMAND))
+            .then_some(pid)
+    }
+
     fn tap(&self, i: usize) -> String {
         format!("{}-vt{i}", self.spec.name)
     }
@@ -156,6 +173,7 @@ impl VmCluster {
             address: self.address(i),
             tap: self.tap(i),
             mac: format!("52:54:00:{b:02x}:{c:02x}:{i:02x}"),
+            time_server: Some(self.address(254)),
             dir: self.dir.join(format!("n{i}")),
             memory_mb: self.spec.memory_mb,
             cpus: self.spec.cpus,
@@ -209,6 +227,7 @@ pub fn up(spec: VmSpec, backend: Option<Backend>) -> anyhow::Result<VmCluster> {
     )?;
     super::ensure_key(&cluster.key_file())?;
     ensure_bridge(&cluster)?;
+    ensure_time_server(&cluster)?;
     let started = Instant::now();
     for i in cluster.guest_indices() {
         local::ensure_tap(&cluster.tap(i), &cluster.bridge())?;
@@ -237,6 +256,51 @@ fn cluster_on_subnet(spec: &VmSpec) -> Option<String> {
 fn ensure_bridge(cluster: &VmCluster) -> anyhow::Result<()> {
     let addr = format!("{}/24", cluster.address(254));
     local::ensure_bridge(&cluster.bridge(), &addr)
+}
+
+/// The hidden `stampede vm` action that runs the guests' time server.
+const TIME_SERVER_COMMAND: &str = "serve-time";
+
+/// Starts the guests' time server on the bridge address (NTP, port 123) unless it runs: a
+/// `stampede vm serve-time` process of its own, its pid in the cluster's folder.
+fn ensure_time_server(cluster: &VmCluster) -> anyhow::Result<()> {
+    if cluster.time_server_pid().is_some() {
+        return Ok(());
+    }
+    let listen = format!("{}:123", cluster.address(254));
+    let log_path = cluster.dir.join("time-server.log");
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["vm", TIME_SERVER_COMMAND, "--listen", &listen])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("cannot start the guests' time server")?;
+    std::thread::sleep(Duration::from_millis(300));
+    if let Some(status) = child.try_wait()? {
+        let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+        bail!(
+            "the guests' time server on {listen} exited ({status}): {}",
+            said.trim()
+        );
+    }
+    std::fs::write(cluster.time_server_pid_file(), child.id().to_string())?;
+    Ok(())
+}
+
+/// Stops the guests' time server, if it runs.
+fn stop_time_server(cluster: &VmCluster) -> anyhow::Result<()> {
+    let Some(pid) = cluster.time_server_pid() else {
+        return Ok(());
+    };
+    // The pid is this cluster's time server: `time_server_pid` checked its command line.
+    if !local::kill_and_wait(pid, Duration::from_secs(5)) {
+        bail!("the guests' time server (pid {pid}) survives SIGKILL");
+    }
+    Ok(())
 }
 
 fn wait_for_ssh(guest: &qemu::Guest, deadline: Instant) -> anyhow::Result<()> {
@@ -340,6 +404,7 @@ pub fn down(name: &str) -> anyhow::Result<()> {
             cluster.guest(i).kill()?;
             local::remove_link(&cluster.tap(i))?;
         }
+        stop_time_server(&cluster)?;
         local::remove_link(&cluster.bridge())?;
     }
     if dir.exists() {

@@ -39,6 +39,8 @@ pub struct Guest {
     pub tap: String,
     /// Its MAC address.
     pub mac: String,
+    /// The time server its time daemon is given (this machine, on the bridge), if any.
+    pub time_server: Option<Ipv4Addr>,
     /// Its folder: overlay, pid file, console.
     pub dir: PathBuf,
     /// Memory in MiB.
@@ -145,6 +147,7 @@ fn probe_kvm(image: &Image) -> anyhow::Result<Backend> {
         address: Ipv4Addr::new(127, 0, 0, 2),
         tap: String::new(),
         mac: String::new(),
+        time_server: None,
         dir: dir.clone(),
         memory_mb: 512,
         cpus: 1,
@@ -215,11 +218,14 @@ impl Guest {
             Backend::Kvm => "kvm",
             Backend::Tcg => "tcg",
         };
-        let append = format!(
+        let mut append = format!(
             "root=LABEL=stampede-root rw console=ttyS0 net.ifnames=0 quiet \
              stampede.ip={}/24 stampede.name={}",
             self.address, self.name
         );
+        if let Some(server) = self.time_server {
+            append.push_str(&format!(" stampede.ntp={server}"));
+        }
         let (memory, cpus) = (self.memory_mb.to_string(), self.cpus.to_string());
         let drive = format!("file={},if=virtio,format=qcow2", path(&self.overlay()));
         let serial = format!("file:{}", path(&self.console()));
@@ -250,17 +256,12 @@ impl Guest {
         let Some(pid) = self.pid() else {
             return Ok(());
         };
-        // SAFETY: kill with a pid checked above to be this guest's emulator.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while local::pid_alive(pid) {
-            if Instant::now() > deadline {
-                bail!(
-                    "the emulator of guest {} (pid {pid}) survives SIGKILL",
-                    self.name
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        // The pid is this guest's emulator: `pid()` checked its command line.
+        if !local::kill_and_wait(pid, Duration::from_secs(10)) {
+            bail!(
+                "the emulator of guest {} (pid {pid}) survives SIGKILL",
+                self.name
+            );
         }
         Ok(())
     }
