@@ -4,8 +4,8 @@
 //! system-clock jump, tc netem (delay, loss, duplication, reordering) and a power loss at the
 //! emulator, and must be judged valid, each fault having taken effect as a real kernel shows
 //! it; the guests' time daemon puts a clock moved 5 s back by itself, from the time server
-//! `vm up` runs; then `stampede vm down` leaves nothing behind. Runs as root only (taps, bridge, qemu);
-//! says so when skipped.
+//! `vm up` runs; then `stampede vm down` leaves nothing behind. Runs as root only (taps,
+//! bridge, qemu); says so when skipped.
 
 mod common;
 
@@ -61,7 +61,7 @@ impl Vms {
                 "-oControlPersist=120",
                 "-oBatchMode=yes",
             ])
-            .arg(format!("{}@{}", "debian", self.guest(1)))
+            .arg(format!("debian@{}", self.guest(1)))
             .arg(cmd)
             .output()
             .expect("cannot run ssh")

@@ -50,6 +50,17 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// The pid in `pid_file`, if that process is alive and its command line contains `marker`
+/// (so that a pid reused by another process is never taken for ours).
+pub fn pid_in_file(pid_file: &std::path::Path, marker: &str) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(pid_file)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (pid_alive(pid) && pid_cmdline(pid).contains(marker)).then_some(pid)
+}
+
 /// Sends SIGKILL to `pid` (which the caller has checked is the process it means) and waits
 /// up to `limit` for it to be gone; returns whether it is.
 pub fn kill_and_wait(pid: u32, limit: std::time::Duration) -> bool {

@@ -185,14 +185,11 @@ impl Cluster {
     }
 
     fn sshd_pid(&self, i: usize) -> Option<u32> {
-        let pid = std::fs::read_to_string(self.node_dir(i).join("sshd.pid"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?;
         let config = self.node_dir(i).join("sshd_config");
-        let ours = local::pid_cmdline(pid).contains(&config.display().to_string());
-        (local::pid_alive(pid) && ours).then_some(pid)
+        local::pid_in_file(
+            &self.node_dir(i).join("sshd.pid"),
+            &config.display().to_string(),
+        )
     }
 }
 

@@ -116,8 +116,8 @@ impl HealGuard {
     }
 
     /// Stops every nemesis (recorded like any stop; power losses first), retrying a failing
-    /// one a few times, and returns the heals that still failed. A failure to write the history does not stop it
-    /// from healing the rest.
+    /// one a few times, and returns the heals that still failed. A failure to write the
+    /// history does not stop it from healing the rest.
     pub async fn heal(mut self) -> Vec<String> {
         self.armed = false;
         heal_all(&self.nemeses, &self.recorder).await

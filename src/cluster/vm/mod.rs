@@ -150,10 +150,7 @@ impl VmCluster {
 
     /// The pid of the guests' time server, when it runs.
     fn time_server_pid(&self) -> Option<u32> {
-        let pid = std::fs::read_to_string(self.time_server_pid_file()).ok()?;
-        let pid: u32 = pid.trim().parse().ok()?;
-        (local::pid_alive(pid) && local::pid_cmdline(pid).contains(TIME_SERVER_COMMAND))
-            .then_some(pid)
+        local::pid_in_file(&self.time_server_pid_file(), TIME_SERVER_COMMAND)
     }
 
     fn tap(&self, i: usize) -> String {

@@ -40,11 +40,14 @@ fn answer(request: &[u8], received: SystemTime, now: SystemTime) -> Option<[u8; 
         return None;
     }
     let mut reply = [0u8; 48];
-    reply[0] = (version << 3) | 4; // no leap warning, the client's version, server mode
+    // No leap warning, the client's version, server mode.
+    reply[0] = (version << 3) | 4;
     reply[1] = STRATUM;
-    reply[2] = request[2]; // the client's poll interval
-    reply[3] = (-20i8) as u8; // precision: about a microsecond
-                              // Root delay 0; root dispersion 1/64 s (16.16 fixed point).
+    // The client's poll interval.
+    reply[2] = request[2];
+    // Precision about a microsecond (2^-20 s); root delay 0; root dispersion 1/64 s (16.16
+    // fixed point).
+    reply[3] = (-20i8) as u8;
     reply[8..12].copy_from_slice(&(1u32 << 10).to_be_bytes());
     reply[12..16].copy_from_slice(b"LOCL");
     let reference = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);

@@ -185,13 +185,7 @@ impl Guest {
 
     /// The pid of this guest's emulator, when it runs.
     pub fn pid(&self) -> Option<u32> {
-        let pid: u32 = std::fs::read_to_string(self.pid_file())
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?;
-        let ours = local::pid_cmdline(pid).contains(&format!("-name {} ", self.id));
-        (ours && local::pid_alive(pid)).then_some(pid)
+        local::pid_in_file(&self.pid_file(), &format!("-name {} ", self.id))
     }
 
     /// Starts the emulator (in the background) from the guest's overlay, made on first boot.
