@@ -139,14 +139,14 @@ fn caught(cluster: &TestCluster, failpoint: &str, extra: &[&str], anomaly: &str)
 }
 
 /// A run of `workload` on keeperd with `failpoint` on must be judged INVALID, naming
-/// `anomaly`.
+/// `anomaly` (in the verdict printed last); the run's output.
 fn caught_in(
     cluster: &TestCluster,
     failpoint: &str,
     workload: &str,
     extra: &[&str],
     anomaly: &str,
-) {
+) -> Output {
     let mut args = vec!["--keeperd-failpoints", failpoint, "--workload", workload];
     args.extend_from_slice(extra);
     let out = run(cluster, failpoints_binary(), &args);
@@ -167,6 +167,7 @@ fn caught_in(
         log.contains(&format!("failpoints on: {failpoint}")),
         "{log}"
     );
+    out
 }
 
 /// Partitions of the leader, the first 3 s in, for 6 s.
@@ -184,6 +185,35 @@ fn commit_before_a_quorum_loses_acknowledged_writes(cluster: &TestCluster) {
     let mut args = vec!["--nemesis", faults.as_str()];
     args.extend_from_slice(PARTITION_LEADER);
     caught(cluster, "commit-before-quorum", &args, "lost-write");
+}
+
+/// The same bug caught with workloads run together: a keeperd committing before a quorum,
+/// the set and the register run at once under partitions of the leader. The register is
+/// judged INVALID with a lost write as when it runs alone, the set is judged too, in a folder
+/// of its own with the servers' logs, and the exit code says anomalies were found.
+fn commit_before_a_quorum_is_caught_in_workloads_run_together(cluster: &TestCluster) {
+    let faults = fixture("partition-leader.yaml");
+    let mut args = vec!["--nemesis", faults.as_str()];
+    args.extend_from_slice(PARTITION_LEADER);
+    // The register prints its verdict last; the first folder, the set's, has the logs.
+    let out = caught_in(
+        cluster,
+        "commit-before-quorum",
+        "set,register",
+        &args,
+        "lost-write",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let folders: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("results: "))
+        .collect();
+    let verdicts = stdout.lines().filter(|l| l.starts_with("verdict: "));
+    assert_eq!((folders.len(), verdicts.count()), (2, 2), "{stdout}");
+    assert!(
+        folders[0].contains("set-") && folders[1].contains("register-"),
+        "{stdout}"
+    );
 }
 
 fn a_leader_writing_without_its_quorum_loses_acknowledged_writes(cluster: &TestCluster) {
@@ -379,6 +409,10 @@ fn main() {
         (
             "commit_before_a_quorum_loses_acknowledged_writes",
             commit_before_a_quorum_loses_acknowledged_writes,
+        ),
+        (
+            "commit_before_a_quorum_is_caught_in_workloads_run_together",
+            commit_before_a_quorum_is_caught_in_workloads_run_together,
         ),
         (
             "register_on_an_ensemble_under_leader_faults_is_valid",

@@ -278,6 +278,29 @@ fn partition_kill(cluster: &TestCluster) -> String {
     package.display().to_string()
 }
 
+/// A 16 s run of `workload` (or workloads run together) under partitions of halves and kills
+/// of a minority, a fault 3 s after the last healed, each lasting 4 s.
+fn under_partitions_and_kills(cluster: &TestCluster, workload: &str) -> std::process::Output {
+    let package = partition_kill(cluster);
+    cluster.stampede(&[
+        "test",
+        "--workload",
+        workload,
+        "--nemesis",
+        &package,
+        "--time-limit",
+        "16",
+        "--set",
+        "generator.nemesis_interval=3s",
+        "--set",
+        "generator.nemesis_duration=4s",
+        "--set",
+        "generator.quiet_period=3s",
+        "--set",
+        "session.op_timeout=3s",
+    ])
+}
+
 /// The counter and set workloads through partitions and kills (see
 /// [`workloads_stay_valid_through_partitions_and_kills`]).
 fn counter_and_set_stay_valid_through_partitions_and_kills(cluster: &TestCluster) {
@@ -303,25 +326,8 @@ fn workloads_stay_valid_through_partitions_and_kills(
     cluster: &TestCluster,
     workloads: &[(&str, &str)],
 ) {
-    let package = partition_kill(cluster);
     for &(workload, acknowledged) in workloads {
-        let out = cluster.stampede(&[
-            "test",
-            "--workload",
-            workload,
-            "--nemesis",
-            &package,
-            "--time-limit",
-            "16",
-            "--set",
-            "generator.nemesis_interval=3s",
-            "--set",
-            "generator.nemesis_duration=4s",
-            "--set",
-            "generator.quiet_period=3s",
-            "--set",
-            "session.op_timeout=3s",
-        ]);
+        let out = under_partitions_and_kills(cluster, workload);
         let verdict = last_line(&out);
         println!("{workload}: {verdict}");
         assert_eq!(out.status.code(), Some(0), "{workload}: {}", text(&out));
@@ -342,6 +348,68 @@ fn workloads_stay_valid_through_partitions_and_kills(
         if workload == "bank" {
             every_reader_reads_the_run_back(cluster, &dir, &verdict, workload);
         }
+    }
+}
+
+/// The register, the sequential lock and the queue run together through partitions of the
+/// ensemble and kills of a minority: each judged valid in a run folder of its own whose
+/// `test.yaml` names the other two, every fault recorded alike in the three histories (one
+/// schedule, not three), the servers' logs in every folder.
+fn workloads_run_together_share_one_schedule(cluster: &TestCluster) {
+    let out = under_partitions_and_kills(cluster, "register,lock-sequential,queue");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let verdicts: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("verdict: "))
+        .collect();
+    assert_eq!(verdicts.len(), 3, "{stdout}");
+    for verdict in &verdicts {
+        assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
+    }
+    let dirs: Vec<std::path::PathBuf> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("results: "))
+        .map(|d| cluster.work.join(d))
+        .collect();
+    let names = [
+        "register-partition-kill",
+        "lock-sequential-partition-kill",
+        "queue-partition-kill",
+    ];
+    let faults = |dir: &std::path::Path| -> Vec<serde_json::Value> {
+        let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+        let ops = history
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap());
+        let nemesis = ops.filter(|op| op["process"] == "nemesis");
+        nemesis
+            .map(|op| serde_json::json!([op["type"], op["f"], op["value"]]))
+            .collect()
+    };
+    let recorded = faults(&dirs[0]);
+    for fault in ["start-partition", "start-kill"] {
+        assert!(recorded.iter().any(|op| op[1] == fault), "{fault} happened");
+    }
+    assert_eq!(dirs.len(), 3, "{stdout}");
+    for (i, dir) in dirs.iter().enumerate() {
+        assert!(
+            dir.display().to_string().contains(names[i]),
+            "{}",
+            dir.display()
+        );
+        assert_eq!(faults(dir), recorded, "{}: the same faults", names[i]);
+        let config = std::fs::read_to_string(dir.join("test.yaml")).unwrap();
+        let others = names.iter().enumerate().filter(|(j, _)| *j != i);
+        for (_, other) in others {
+            assert!(
+                config.contains(&format!("- {other}")),
+                "{}: {config}",
+                names[i]
+            );
+        }
+        let logs = std::fs::read_dir(dir.join("nodes/n1")).map_or(0, |d| d.count());
+        assert!(logs > 0, "{}: n1's logs", names[i]);
     }
 }
 
@@ -723,6 +791,10 @@ fn main() {
         (
             "a_register_run_with_partitions_and_kills_is_valid_and_complete",
             a_register_run_with_partitions_and_kills_is_valid_and_complete,
+        ),
+        (
+            "workloads_run_together_share_one_schedule",
+            workloads_run_together_share_one_schedule,
         ),
         (
             "watch_stays_valid_through_partitions_and_kills",

@@ -74,15 +74,16 @@ pub fn run(args: SuiteArgs) -> anyhow::Result<ExitCode> {
             spec.name,
             spec.repetition
         );
-        let record = runner.run(spec);
-        eprintln!(
-            "suite {name}: {} #{}: {} ({:.0} s)",
-            spec.name,
-            spec.repetition,
-            record.verdict.as_str(),
-            record.duration_s
-        );
-        summary.tests.push(record);
+        for record in runner.run(spec) {
+            eprintln!(
+                "suite {name}: {} #{}: {} ({:.0} s)",
+                record.name,
+                record.repetition,
+                record.verdict.as_str(),
+                record.duration_s
+            );
+            summary.tests.push(record);
+        }
         write_reports(&summary, &dir)?;
     }
     summary.finished = true;
@@ -90,14 +91,23 @@ pub fn run(args: SuiteArgs) -> anyhow::Result<ExitCode> {
     link_latest(&dir);
     println!("suite: {}", dir.display());
     println!(
-        "suite {name}: {} tests: {} valid, {} with anomalies, {} unknown, {} errors",
-        summary.tests.len(),
+        "suite {name}: {}: {} valid, {} with anomalies, {} unknown, {} errors",
+        tally(tests.len(), summary.tests.len()),
         summary.count(Verdict::Valid),
         summary.count(Verdict::Invalid),
         summary.count(Verdict::Unknown),
         summary.count(Verdict::Error)
     );
     Ok(ExitCode::from(summary.exit_code()))
+}
+
+/// How much ran: `N tests`, or `N runs of M tests` when workloads ran together (one run per
+/// workload of a test).
+fn tally(tests: usize, runs: usize) -> String {
+    match runs == tests {
+        true => format!("{tests} tests"),
+        false => format!("{runs} runs of {tests} tests"),
+    }
 }
 
 /// The flags every test gets: the suite's time limit and overrides, and the node selection

@@ -20,7 +20,14 @@ pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
         !args.contenders.contains(&0),
         "--contenders: every value must be at least 1"
     );
-    let recipes = sweep_workloads(&args.workload)?;
+    let [workload] = args.workloads.as_slice() else {
+        anyhow::bail!("--contenders: sweeps one workload, not workloads run together");
+    };
+    anyhow::ensure!(
+        args.names.len() <= 1,
+        "--contenders: takes one --name at most"
+    );
+    let recipes = sweep_workloads(workload)?;
     let nemesis = super::test::stem(&config::resolve("nemeses", &args.nemesis)?);
     let exe = std::env::current_exe().context("cannot find the stampede binary")?;
     let forwarded = forwarded_args(std::env::args().skip(1));
@@ -28,7 +35,7 @@ pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     for recipe in &recipes {
         for n in &args.contenders {
             eprintln!("sweep: {recipe} with {n} contenders");
-            let name = match &args.name {
+            let name = match args.names.first() {
                 Some(name) => format!("{name}-{recipe}"),
                 None => format!("{recipe}-{nemesis}"),
             };

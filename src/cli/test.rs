@@ -18,20 +18,27 @@ use crate::cluster::{self, Spec};
 use crate::config::{self, Override};
 use crate::control::Control;
 use crate::db::Db;
-use crate::generator::Target;
+use crate::generator::{Faults, SharedSchedule, Target};
 use crate::history::Recorder;
 use crate::nemesis::{self, Ending};
 use crate::progress::Progress;
 use crate::store::{RunFolder, TestConfig};
-use crate::workload::{self, Ran, Workload};
+use crate::workload::{self, Ran, Workload, WorkloadFile};
 
 /// Arguments of `stampede test`.
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
     /// The workload: a name in workloads/ (register, lock-sequential, ...) or a path to a
-    /// YAML file.
-    #[arg(long, default_value = workload::DEFAULT)]
-    pub(super) workload: String,
+    /// YAML file. Several (repeated, or separated by commas) run together: at once against
+    /// one database under one nemesis schedule, each judged as if alone in a run folder of
+    /// its own.
+    #[arg(
+        long = "workload",
+        default_value = workload::DEFAULT,
+        value_delimiter = ',',
+        value_name = "WORKLOAD"
+    )]
+    pub(super) workloads: Vec<String>,
     /// The nemesis package: a name in nemeses/ (partition, kill, pause, none) or a path.
     #[arg(long, default_value = "partition")]
     pub(super) nemesis: String,
@@ -42,16 +49,17 @@ pub struct TestArgs {
     /// Shortcut for `--set generator.time_limit=…`: seconds (`30`) or with a unit (`2m`).
     #[arg(long, value_name = "DURATION", value_parser = config::Duration::parse_cli)]
     time_limit: Option<config::Duration>,
-    /// The test's name in results/ (default: <workload>-<nemesis>).
-    #[arg(long)]
-    pub(super) name: Option<String>,
+    /// The test's name in results/ (default: <workload>-<nemesis>); with workloads run
+    /// together, one per workload in their order, or none.
+    #[arg(long = "name", value_name = "NAME")]
+    pub(super) names: Vec<String>,
     /// Where results go.
     #[arg(long, default_value = "results")]
     pub(super) results: PathBuf,
     /// The run's folder, instead of a new `<results>/<name>/<time>/` (as a suite or a sweep
-    /// gives each of its runs).
-    #[arg(long, value_name = "DIR")]
-    run_dir: Option<PathBuf>,
+    /// gives each of its runs); with workloads run together, one per workload in their order.
+    #[arg(long = "run-dir", value_name = "DIR")]
+    run_dirs: Vec<PathBuf>,
     /// Nodes in the local cluster when it has to be made.
     #[arg(long, default_value_t = 5)]
     cluster_nodes: usize,
@@ -69,43 +77,66 @@ pub struct TestArgs {
     db: DbChoice,
 }
 
-/// Runs `stampede test`; exits 0 valid, 1 anomalies found, 2 unknown or aborted.
+/// Runs `stampede test`; exits 0 valid, 1 anomalies found, 2 unknown or aborted (with workloads
+/// run together, the worst of theirs: 1 if any found anomalies).
 pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     if !args.contenders.is_empty() {
         return super::sweep::run(&args);
     }
     let test = prepare(&args)?;
     let done = execute(&test, args.keep_db).await?;
-    let ops = test.recorder.ops();
-    let judging = super::verdict::Judging {
-        folder: &test.folder,
-        aborted: done.aborted.as_deref(),
-        config: Some(&test.config),
-        replicas: Some(&done.replicas),
-    };
-    let verdict = super::verdict::judge(&judging, test.workload.as_ref(), &ops, done.summary)?;
-    if let Err(e) = test.workload.plots(&ops, test.folder.dir()) {
-        eprintln!("warning: plots: {e:#}");
+    let mut worst = 0u8;
+    for (member, executed) in test.members.iter().zip(done) {
+        let ops = member.recorder.ops();
+        let judging = super::verdict::Judging {
+            folder: &member.folder,
+            aborted: executed.aborted.as_deref(),
+            config: Some(&member.config),
+            replicas: Some(&executed.replicas),
+        };
+        let workload = member.workload.as_ref();
+        let verdict = super::verdict::judge(&judging, workload, &ops, executed.summary)?;
+        if let Err(e) = workload.plots(&ops, member.folder.dir()) {
+            eprintln!("warning: plots of {}: {e:#}", member.config.name);
+        }
+        println!("results: {}", member.folder.dir().display());
+        println!("{}", verdict.line);
+        worst = worse(worst, verdict.exit_code);
     }
-    println!("results: {}", test.folder.dir().display());
-    println!("{}", verdict.line);
-    Ok(ExitCode::from(verdict.exit_code))
+    Ok(ExitCode::from(worst))
 }
 
-/// A test ready to run: everything checked, the database chosen, the run folder made with
-/// its `test.yaml`, the history open.
+/// The worse of two exit codes of verdicts: anomalies found (1) over unknown (2) over valid.
+fn worse(a: u8, b: u8) -> u8 {
+    match (a, b) {
+        (1, _) | (_, 1) => 1,
+        _ => a.max(b),
+    }
+}
+
+/// A test ready to run: everything checked, the database chosen, each workload's run folder
+/// made with its `test.yaml` and its history open.
 struct Prepared {
-    workload: Box<dyn Workload>,
-    config: TestConfig,
+    members: Vec<Member>,
     control: Control,
     db: Arc<dyn Db>,
     nemeses: Vec<Arc<dyn nemesis::Nemesis>>,
-    folder: RunFolder,
-    recorder: Arc<Recorder>,
     progress: Progress,
 }
 
-/// How a test's run went, before it is judged.
+/// One workload of a test (a test runs one, or several together).
+struct Member {
+    workload: Box<dyn Workload>,
+    /// The workload file as loaded, overrides applied.
+    file: WorkloadFile,
+    config: TestConfig,
+    folder: RunFolder,
+    recorder: Arc<Recorder>,
+    /// The id of its run: one znode name under `/stampede`.
+    run_id: String,
+}
+
+/// How a workload's run went, before it is judged.
 struct Executed {
     /// Why it stopped early, if it did.
     aborted: Option<String>,
@@ -115,23 +146,19 @@ struct Executed {
     replicas: Replicas,
 }
 
-/// Reads and checks the workload file, the nemesis package and the nodes (making the local
-/// cluster when needed), then makes the run folder with its `test.yaml` and history: nothing
-/// touches a node before all of it is known good.
+/// Reads and checks the workload files, the nemesis package and the nodes (making the local
+/// cluster when needed), then makes each workload's run folder with its `test.yaml` and
+/// history: nothing touches a node before all of it is known good.
 fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
-    let mut overrides = args.overrides.clone();
-    if let Some(limit) = &args.time_limit {
-        overrides.push(format!("generator.time_limit={limit}").parse()?);
-    }
-    let workload_path = config::resolve("workloads", &args.workload)?;
-    let (workload_file, workload) = workload::load(&workload_path, &overrides)?;
+    let files = load_workloads(args)?;
     let nemesis_path = config::resolve("nemeses", &args.nemesis)?;
-    let holders = workload.holder_op().is_some();
+    let holder_op = files.iter().find_map(|l| l.workload.holder_op());
+    let holders = holder_op.is_some();
     let nemesis_config = nemesis::load_package(&nemesis_path, holders, None)?;
 
     let control = targets_with_cluster(args)?;
     let choice = DbChoice {
-        settings: workload_file.db.clone(),
+        settings: files[0].file.db.clone(),
         ..args.db.clone()
     };
     let db: Arc<dyn Db> = choice
@@ -143,51 +170,147 @@ fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
         db: db.as_ref(),
     };
     nemesis_config.check(&nemesis_path, holders, Some(&aim))?;
-    let holder = Arc::new(HistoryHolder::new(workload.holder_op()));
+    let holder = Arc::new(HistoryHolder::new(holder_op));
     let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()))?;
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("{}-{}", stem(&workload_path), stem(&nemesis_path)));
-    let folder = match &args.run_dir {
-        Some(dir) => RunFolder::create_at(dir)?,
-        None => RunFolder::create(&args.results, &name)?,
-    };
-    let config = TestConfig {
-        name,
-        db: db.name().to_string(),
-        nodes: control
-            .nodes()
+    let names: Vec<String> = match args.names.is_empty() {
+        false => args.names.clone(),
+        true => files
             .iter()
-            .map(|n| format!("{} {}@{}:{}", n.name, n.user, n.host, n.port))
+            .map(|l| format!("{}-{}", stem(&l.path), stem(&nemesis_path)))
             .collect(),
-        workload: workload_file.with_settings(workload.settings()),
-        nemesis: nemesis_config,
     };
-    folder.write_config(&config)?;
-    let progress = Progress::new(workload_file.generator.time_limit.0);
-    let shown = progress.clone();
-    let recorder = Recorder::create(&folder.history_path())
-        .with_context(|| format!("cannot write {}", folder.history_path().display()))?
-        .observed_by(Box::new(move |op| shown.record(op)));
-    let recorder = Arc::new(recorder);
-    holder.watch(recorder.clone());
+    let time_limit = files[0].file.generator.time_limit.0;
+    let progress = Progress::new(time_limit);
+    let mut members = Vec::new();
+    for (
+        i,
+        Loaded {
+            path,
+            file,
+            workload,
+        },
+    ) in files.into_iter().enumerate()
+    {
+        let folder = match args.run_dirs.get(i) {
+            Some(dir) => RunFolder::create_at(dir)?,
+            None => RunFolder::create(&args.results, &names[i])?,
+        };
+        let others = names.iter().enumerate().filter(|(j, _)| *j != i);
+        let others = others.map(|(_, name)| name.clone()).collect();
+        let config = TestConfig {
+            name: names[i].clone(),
+            db: db.name().to_string(),
+            nodes: control
+                .nodes()
+                .iter()
+                .map(|n| format!("{} {}@{}:{}", n.name, n.user, n.host, n.port))
+                .collect(),
+            workload: file.with_settings(workload.settings()),
+            nemesis: nemesis_config.clone(),
+            together: others,
+        };
+        folder.write_config(&config)?;
+        let shown = progress.clone();
+        let recorder = Recorder::create(&folder.history_path())
+            .with_context(|| format!("cannot write {}", folder.history_path().display()))?
+            .observed_by(Box::new(move |op| shown.record(op)));
+        let recorder = Arc::new(recorder);
+        if holder_op.is_some() && workload.holder_op() == holder_op {
+            holder.watch(recorder.clone());
+        }
+        let run_id = match names.len() {
+            1 => folder.stamp(),
+            _ => format!("{}-{}", folder.stamp(), stem(&path)),
+        };
+        members.push(Member {
+            workload,
+            file,
+            config,
+            folder,
+            recorder,
+            run_id,
+        });
+    }
     Ok(Prepared {
-        workload,
-        config,
+        members,
         control,
         db,
         nemeses,
-        folder,
-        recorder,
         progress,
     })
 }
 
-/// Sets the database up, runs the workload under the nemesis schedule (every fault healed
+/// A workload file of the test as loaded: where it is, its contents (overrides applied) and the
+/// workload it describes.
+struct Loaded {
+    path: PathBuf,
+    file: WorkloadFile,
+    workload: Box<dyn Workload>,
+}
+
+/// Every workload file of the test, with the workload it describes. Workloads run together
+/// share the first one's time limit and nemesis timing (set on the others as overrides, so
+/// their `test.yaml` says what ran) and must agree on the database's settings.
+fn load_workloads(args: &TestArgs) -> anyhow::Result<Vec<Loaded>> {
+    let count = args.workloads.len();
+    for (flag, given) in [
+        ("--name", args.names.len()),
+        ("--run-dir", args.run_dirs.len()),
+    ] {
+        anyhow::ensure!(
+            given == 0 || given == count,
+            "{flag}: given {given} times for {count} workload(s); give it once per workload"
+        );
+    }
+    let mut overrides = args.overrides.clone();
+    if let Some(limit) = &args.time_limit {
+        overrides.push(format!("generator.time_limit={limit}").parse()?);
+    }
+    let mut files: Vec<Loaded> = Vec::new();
+    for name in &args.workloads {
+        let path = config::resolve("workloads", name)?;
+        if let Some(same) = files.iter().find(|l| stem(&l.path) == stem(&path)) {
+            anyhow::bail!(
+                "--workload: {} and {} have one name; workloads run together need distinct names",
+                same.path.display(),
+                path.display()
+            );
+        }
+        let mut own = overrides.clone();
+        if let Some(first) = files.first() {
+            let timing = &first.file.generator;
+            for (field, value) in [
+                ("time_limit", &timing.time_limit),
+                ("nemesis_interval", &timing.nemesis_interval),
+                ("nemesis_duration", &timing.nemesis_duration),
+            ] {
+                own.push(format!("generator.{field}={value}").parse()?);
+            }
+        }
+        let (file, workload) = workload::load(&path, &own)?;
+        if let Some(first) = files.first() {
+            anyhow::ensure!(
+                file.db == first.file.db,
+                "{}: its db section differs from {}'s; workloads run together share one \
+                 database",
+                path.display(),
+                first.path.display()
+            );
+        }
+        files.push(Loaded {
+            path,
+            file,
+            workload,
+        });
+    }
+    Ok(files)
+}
+
+/// Sets the database up, runs the workloads under the nemesis schedule (every fault healed
 /// whatever happens, Ctrl-C included), measures the servers' load and compares the replicas,
-/// collects the servers' logs, and tears the database down unless `keep_db`.
-async fn execute(test: &Prepared, keep_db: bool) -> anyhow::Result<Executed> {
+/// collects the servers' logs, and tears the database down unless `keep_db`. Returns how each
+/// workload's run went, in order.
+async fn execute(test: &Prepared, keep_db: bool) -> anyhow::Result<Vec<Executed>> {
     let (control, db) = (&test.control, test.db.as_ref());
     eprintln!(
         "setting up {} on {} nodes",
@@ -199,42 +322,93 @@ async fn execute(test: &Prepared, keep_db: bool) -> anyhow::Result<Executed> {
     let mntr_before = crate::db::mntr::sample(db, control.nodes()).await;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let on_signal = nemesis::OnSignal(cancel_tx, Duration::from_secs(60));
-    let target = Target {
-        run_id: test.folder.stamp(),
-        endpoints,
-        nemeses: test.nemeses.clone(),
-        recorder: test.recorder.clone(),
-        cancel: cancel_rx,
-    };
-    let ending = nemesis::guarded(control, db, on_signal, test.workload.run(target)).await;
+    let runs = run_members(test, &endpoints, cancel_rx);
+    let ending = nemesis::guarded(control, db, on_signal, runs).await;
     test.progress.finish();
     let mntr_after = crate::db::mntr::sample(db, control.nodes()).await;
     let server_load = crate::db::mntr::ServerLoad::between(&mntr_before, &mntr_after);
-    let replicas = compare_replicas(db, control, &test.folder.stamp()).await;
-    collect_logs(control, db, &test.folder).await;
+    let mut replicas = Vec::new();
+    for member in &test.members {
+        replicas.push(compare_replicas(db, control, &member.run_id).await);
+    }
+    collect_logs(control, db, &test.members).await;
     if !keep_db {
         if let Err(e) = db.teardown(control).await {
             eprintln!("warning: tearing down {}: {e:#}", db.name());
         }
     }
-    let (aborted, ran) = match ending? {
-        Ending::Finished(Ok(ran)) => {
-            if !ran.heal_failures.is_empty() {
+    let outcomes: Vec<Result<Ran, String>> = match ending? {
+        Ending::Finished(Ok(runs)) => runs
+            .into_iter()
+            .map(|r| r.map_err(|e| format!("{e:#}")))
+            .collect(),
+        Ending::Finished(Err(e)) => vec![Err(format!("{e:#}")); test.members.len()],
+        Ending::Interrupted(signal) => {
+            vec![Err(format!("interrupted by {signal}")); test.members.len()]
+        }
+    };
+    let alone = test.members.len() == 1;
+    let executed = outcomes
+        .into_iter()
+        .zip(replicas)
+        .map(|(outcome, replicas)| {
+            let (aborted, ran) = match outcome {
+                Ok(ran) => (None, Some(ran)),
+                Err(why) => (Some(why), None),
+            };
+            if let Some(ran) = ran.as_ref().filter(|r| !r.heal_failures.is_empty()) {
                 eprintln!(
                     "warning: some faults could not be healed: {}",
                     ran.heal_failures.join("; ")
                 );
             }
-            (None, Some(ran))
-        }
-        Ending::Finished(Err(e)) => (Some(format!("{e:#}")), None),
-        Ending::Interrupted(signal) => (Some(format!("interrupted by {signal}")), None),
+            // The servers' load is the run's only when it ran alone.
+            let summary = ran.and_then(|ran| match alone {
+                true => with_server_load(ran, &server_load),
+                false => ran.summary,
+            });
+            Executed {
+                aborted,
+                summary,
+                replicas,
+            }
+        });
+    Ok(executed.collect())
+}
+
+/// Runs every workload of the test against `endpoints`: one alone under its own nemesis
+/// schedule, several at once under one shared schedule. Returns how each ended, in order.
+async fn run_members(
+    test: &Prepared,
+    endpoints: &[NodeEndpoint],
+    cancel: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Vec<anyhow::Result<Ran>>> {
+    let target = |member: &Member, faults: Faults| Target {
+        run_id: member.run_id.clone(),
+        endpoints: endpoints.to_vec(),
+        faults,
+        recorder: member.recorder.clone(),
+        cancel: cancel.clone(),
     };
-    Ok(Executed {
-        aborted,
-        summary: ran.and_then(|ran| with_server_load(ran, &server_load)),
-        replicas,
-    })
+    if let [member] = test.members.as_slice() {
+        let faults = test.nemeses.clone().into();
+        return Ok(vec![member.workload.run(target(member, faults)).await]);
+    }
+    let (schedule, handles) = SharedSchedule::new(test.nemeses.clone(), test.members.len());
+    let runs = test
+        .members
+        .iter()
+        .zip(handles)
+        .map(|(member, handle)| member.workload.run(target(member, Faults::Shared(handle))));
+    let timing = &test.members[0].file.generator;
+    let shared = schedule.run(
+        timing.nemesis_interval.0,
+        timing.nemesis_duration.0,
+        timing.time_limit.0,
+        cancel.clone(),
+    );
+    let ((), ran) = tokio::join!(shared, futures::future::join_all(runs));
+    Ok(ran)
 }
 
 /// The bound on the replicas' comparison after a run: the ensemble settling, then every
@@ -291,9 +465,14 @@ pub(super) fn stem(path: &Path) -> String {
         .unwrap_or_else(|| "test".into())
 }
 
-/// Copies every node's logs into `<dir>/nodes/<node>/`; a node that cannot be reached is
+/// Copies every node's logs into `<dir>/nodes/<node>/` of the first workload's run folder,
+/// and links them into the other workloads' folders; a node that cannot be reached is
 /// reported and skipped, so the results of the run are never lost to it.
-async fn collect_logs(control: &Control, db: &dyn Db, folder: &RunFolder) {
+async fn collect_logs(control: &Control, db: &dyn Db, members: &[Member]) {
+    let Some((first, others)) = members.split_first() else {
+        return;
+    };
+    let folder = &first.folder;
     let fetches = control.nodes().iter().map(|n| async move {
         (
             n,
@@ -305,6 +484,40 @@ async fn collect_logs(control: &Control, db: &dyn Db, folder: &RunFolder) {
             eprintln!("warning: logs of {}: {e:#}", node.name);
         }
     }
+    for node in control.nodes() {
+        for other in others {
+            let (from, to) = (
+                folder.node_dir(&node.name),
+                other.folder.node_dir(&node.name),
+            );
+            if let Err(e) = link_tree(&from, &to) {
+                eprintln!(
+                    "warning: logs of {} into {}: {e:#}",
+                    node.name,
+                    to.display()
+                );
+            }
+        }
+    }
+}
+
+/// Makes `to` a copy of the folder `from`, its files hard links where the filesystem allows
+/// (copies elsewhere); nothing when `from` does not exist.
+fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    if !from.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            link_tree(&entry.path(), &target)?;
+        } else if std::fs::hard_link(entry.path(), &target).is_err() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 /// The run's summary with the servers' own figures beside it when the run counts releases

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{with_faults, GeneratorConfig, Healed};
+use super::{with_faults, Faults, GeneratorConfig, Healed};
 use crate::client::{ClientOptions, NodeEndpoint};
 use crate::history::Recorder;
-use crate::nemesis::Nemesis;
 
 /// What a recipe driver runs: its settings, how many process slots, for how long, against
 /// which servers.
@@ -37,8 +36,9 @@ pub struct Target {
     pub run_id: String,
     /// The ZooKeeper servers.
     pub endpoints: Vec<NodeEndpoint>,
-    /// The faults, started and stopped in turn.
-    pub nemeses: Vec<Arc<dyn Nemesis>>,
+    /// The faults: started and stopped in turn by the run's own schedule, or by one shared
+    /// with workloads run together.
+    pub faults: Faults,
     /// The history.
     pub recorder: Arc<Recorder>,
     /// Turns true when the caller stops the run early.
@@ -66,12 +66,12 @@ where
     let Target {
         run_id,
         endpoints,
-        nemeses,
+        faults,
         recorder,
         cancel,
     } = target;
     let driving = recorder.clone();
-    with_faults(gen, nemeses, recorder, cancel, |cancel, run_for| {
+    with_faults(gen, faults, recorder, cancel, |cancel, run_for| {
         let run = DriverRun {
             cfg: cfg.clone(),
             options,

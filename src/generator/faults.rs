@@ -1,6 +1,7 @@
 //! The nemesis schedule: faults started and healed in turn during the main phase, each call
-//! recorded as a `start-<kind>` / `stop-<kind>` operation of the `"nemesis"` process, and a
-//! guard that heals every fault when the run ends, however it ends.
+//! recorded as a `start-<kind>` / `stop-<kind>` operation of the `"nemesis"` process (in every
+//! history the schedule serves: workloads run together share one), and a guard that heals
+//! every fault when the run ends, however it ends.
 
 use std::io;
 use std::sync::Arc;
@@ -23,11 +24,30 @@ enum Action {
     Stop,
 }
 
-/// Calls `action` on `nemesis` and records it as an invoke and an `info` completion holding
-/// the returned value (or the error's text). Returns the error's text if the call failed;
-/// fails only if the history cannot be written.
+/// Records one nemesis operation in every history of `recorders`; fails if one cannot be
+/// written, after trying them all.
+fn record_all(
+    recorders: &[Arc<Recorder>],
+    kind: OpType,
+    f: &str,
+    value: &Value,
+    meta: &Meta,
+) -> io::Result<()> {
+    let mut first_error = None;
+    for recorder in recorders {
+        let recorded = recorder.record(kind, Process::NEMESIS, f, value.clone(), meta.clone());
+        if let Err(e) = recorded {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Calls `action` on `nemesis` and records it in every history of `recorders` as an invoke
+/// and an `info` completion holding the returned value (or the error's text). Returns the
+/// error's text if the call failed; fails only if a history cannot be written.
 async fn call(
-    recorder: &Recorder,
+    recorders: &[Arc<Recorder>],
     nemesis: &dyn Nemesis,
     action: Action,
 ) -> io::Result<Result<(), String>> {
@@ -39,20 +59,14 @@ async fn call(
         (Action::Start, target) if !target.is_empty() => serde_json::json!({ "target": target }),
         _ => Value::Null,
     };
-    recorder.record(
-        OpType::Invoke,
-        Process::NEMESIS,
-        &f,
-        target,
-        Meta::default(),
-    )?;
+    record_all(recorders, OpType::Invoke, &f, &target, &Meta::default())?;
     let result = match action {
         Action::Start => nemesis.start().await,
         Action::Stop => nemesis.stop().await,
     };
     match result {
         Ok(value) => {
-            recorder.record(OpType::Info, Process::NEMESIS, &f, value, Meta::default())?;
+            record_all(recorders, OpType::Info, &f, &value, &Meta::default())?;
             Ok(Ok(()))
         }
         Err(e) => {
@@ -62,7 +76,7 @@ async fn call(
                 error: Some(error.clone()),
                 ..Meta::default()
             };
-            recorder.record(OpType::Info, Process::NEMESIS, &f, Value::Null, meta)?;
+            record_all(recorders, OpType::Info, &f, &Value::Null, &meta)?;
             Ok(Err(format!("{f}: {error}")))
         }
     }
@@ -73,7 +87,7 @@ async fn call(
 /// left to [`HealGuard::heal`].
 pub async fn schedule(
     nemeses: &[Arc<dyn Nemesis>],
-    recorder: &Recorder,
+    recorders: &[Arc<Recorder>],
     interval: Duration,
     duration: Duration,
     mut stop: Stop,
@@ -87,12 +101,12 @@ pub async fn schedule(
             _ = tokio::time::sleep(interval) => {}
         }
         // A start that fails may still have done part of its work: the stop below undoes it.
-        let _ = call(recorder, nemesis.as_ref(), Action::Start).await?;
+        let _ = call(recorders, nemesis.as_ref(), Action::Start).await?;
         tokio::select! {
             _ = stop.wait() => return Ok(()),
             _ = tokio::time::sleep(duration) => {}
         }
-        let _ = call(recorder, nemesis.as_ref(), Action::Stop).await?;
+        let _ = call(recorders, nemesis.as_ref(), Action::Stop).await?;
     }
     Ok(())
 }
@@ -101,16 +115,16 @@ pub async fn schedule(
 /// drop (the run's future dropped, or a panic) a best-effort heal spawned on the runtime.
 pub struct HealGuard {
     nemeses: Vec<Arc<dyn Nemesis>>,
-    recorder: Arc<Recorder>,
+    recorders: Vec<Arc<Recorder>>,
     armed: bool,
 }
 
 impl HealGuard {
-    /// A guard over `nemeses`, recording its heals in `recorder`.
-    pub fn new(nemeses: Vec<Arc<dyn Nemesis>>, recorder: Arc<Recorder>) -> HealGuard {
+    /// A guard over `nemeses`, recording its heals in every history of `recorders`.
+    pub fn new(nemeses: Vec<Arc<dyn Nemesis>>, recorders: Vec<Arc<Recorder>>) -> HealGuard {
         HealGuard {
             nemeses,
-            recorder,
+            recorders,
             armed: true,
         }
     }
@@ -120,11 +134,11 @@ impl HealGuard {
     /// history does not stop it from healing the rest.
     pub async fn heal(mut self) -> Vec<String> {
         self.armed = false;
-        heal_all(&self.nemeses, &self.recorder).await
+        heal_all(&self.nemeses, &self.recorders).await
     }
 }
 
-async fn heal_all(nemeses: &[Arc<dyn Nemesis>], recorder: &Recorder) -> Vec<String> {
+async fn heal_all(nemeses: &[Arc<dyn Nemesis>], recorders: &[Arc<Recorder>]) -> Vec<String> {
     let mut failures = Vec::new();
     // Machines that lost power come back first: every other heal needs them answering.
     let mut ordered: Vec<&Arc<dyn Nemesis>> = nemeses.iter().collect();
@@ -132,7 +146,7 @@ async fn heal_all(nemeses: &[Arc<dyn Nemesis>], recorder: &Recorder) -> Vec<Stri
     for nemesis in ordered {
         let mut last = String::new();
         for attempt in 1..=HEAL_ATTEMPTS {
-            match call(recorder, nemesis.as_ref(), Action::Stop).await {
+            match call(recorders, nemesis.as_ref(), Action::Stop).await {
                 Ok(Ok(())) => {
                     last.clear();
                     break;
@@ -165,11 +179,11 @@ impl Drop for HealGuard {
             return;
         }
         let nemeses = std::mem::take(&mut self.nemeses);
-        let recorder = self.recorder.clone();
+        let recorders = std::mem::take(&mut self.recorders);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 tracing::warn!("run ended abruptly: healing every nemesis");
-                runtime.spawn(async move { heal_all(&nemeses, &recorder).await });
+                runtime.spawn(async move { heal_all(&nemeses, &recorders).await });
             }
             Err(_) => tracing::error!(
                 "run ended outside a runtime: faults may be left; run `stampede heal`"
@@ -219,7 +233,7 @@ mod tests {
         let recorder = Arc::new(Recorder::in_memory());
         let (recovers, broken) = (flaky(1), flaky(u32::MAX));
         let nemeses: Vec<Arc<dyn Nemesis>> = vec![recovers.clone(), broken.clone()];
-        let failures = HealGuard::new(nemeses, recorder.clone()).heal().await;
+        let failures = HealGuard::new(nemeses, vec![recorder.clone()]).heal().await;
         assert_eq!(failures, ["stop-pause: ssh: connection refused"]);
         assert_eq!(recovers.stops.load(Ordering::SeqCst), 2);
         assert_eq!(broken.stops.load(Ordering::SeqCst), HEAL_ATTEMPTS);

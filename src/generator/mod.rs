@@ -9,6 +9,7 @@
 mod driver;
 mod faults;
 mod ops;
+mod shared;
 mod slot;
 mod stop;
 mod worker;
@@ -27,8 +28,8 @@ use crate::history::Recorder;
 use crate::nemesis::Nemesis;
 
 pub use driver::{drive, DriverRun, Target};
-use faults::HealGuard;
 pub use ops::{Completion, OpSpec, Operations};
+pub use shared::{Faults, SharedSchedule};
 use stop::Stop;
 use worker::{Counts, Shared, Worker};
 
@@ -139,7 +140,7 @@ pub async fn run(
 ) -> anyhow::Result<Healed<RunSummary>> {
     let Target {
         endpoints,
-        nemeses,
+        faults,
         recorder,
         cancel,
         ..
@@ -154,7 +155,7 @@ pub async fn run(
     )
     .await?;
 
-    let guard = HealGuard::new(nemeses.clone(), recorder.clone());
+    let begun = faults.begin(&recorder).await;
     let shared = Arc::new(Shared::new(
         workload,
         recorder.clone(),
@@ -164,8 +165,9 @@ pub async fn run(
     ));
     let (abort_tx, abort_rx) = watch::channel(false);
     let stop = Stop::new(cancel, abort_rx);
-    let (workers, nemesis) = main_phase(cfg, &shared, &nemeses, &abort_tx, stop.clone()).await;
-    let heal_failures = guard.heal().await;
+    let own = begun.own_schedule();
+    let (workers, nemesis) = main_phase(cfg, &shared, own, &abort_tx, stop.clone()).await;
+    let heal_failures = begun.heal().await;
     let mut workers = workers.context("a client process failed")?;
     nemesis.context("recording a nemesis operation")?;
 
@@ -239,7 +241,8 @@ async fn main_phase(
     };
     let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
     let schedule = async {
-        let r = faults::schedule(nemeses, &shared.recorder, interval, duration, stop).await;
+        let recorders = [shared.recorder.clone()];
+        let r = faults::schedule(nemeses, &recorders, interval, duration, stop).await;
         if r.is_err() {
             let _ = abort.send(true);
         }
@@ -248,14 +251,15 @@ async fn main_phase(
     tokio::join!(workers, schedule)
 }
 
-/// Runs `work` while the nemesis schedule of `cfg` starts and stops `nemeses` in turn for
-/// `cfg.time_limit`, then heals every fault; with faults, `work` goes on for
-/// `cfg.quiet_period` after the heal (the healed tail, where liveness is judged). `work` is
-/// handed the cancel signal and how long to run; its result comes back with the heals that
-/// failed. For workloads whose drivers have phases of their own (the queue's drain).
+/// Runs `work` while the nemesis schedule of `cfg` starts and stops the nemeses of `faults` in
+/// turn for `cfg.time_limit` (or a shared schedule does), then heals every fault; with faults,
+/// `work` goes on for `cfg.quiet_period` after the heal (the healed tail, where liveness is
+/// judged). `work` is handed the cancel signal and how long to run; its result comes back with
+/// the heals that failed. For workloads whose drivers have phases of their own (the queue's
+/// drain).
 pub async fn with_faults<T, F>(
     cfg: &GeneratorConfig,
-    nemeses: Vec<Arc<dyn Nemesis>>,
+    faults: Faults,
     recorder: Arc<Recorder>,
     cancel: watch::Receiver<bool>,
     work: impl FnOnce(watch::Receiver<bool>, std::time::Duration) -> F,
@@ -263,13 +267,13 @@ pub async fn with_faults<T, F>(
 where
     F: std::future::Future<Output = anyhow::Result<T>>,
 {
-    let guard = HealGuard::new(nemeses.clone(), recorder.clone());
+    let begun = faults.begin(&recorder).await;
     let (abort_tx, abort_rx) = watch::channel(false);
     let (done_tx, mut done_rx) = watch::channel(false);
     let stop = Stop::new(cancel.clone(), abort_rx);
-    let run_for = match nemeses.is_empty() {
-        true => cfg.time_limit.0,
-        false => cfg.time_limit.0 + cfg.quiet_period.0,
+    let run_for = match begun.has_faults() {
+        false => cfg.time_limit.0,
+        true => cfg.time_limit.0 + cfg.quiet_period.0,
     };
     let working = async {
         let result = work(cancel, run_for).await;
@@ -278,7 +282,8 @@ where
     };
     let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
     let faults = async {
-        let schedule = faults::schedule(&nemeses, &recorder, interval, duration, stop);
+        let recorders = [recorder.clone()];
+        let schedule = faults::schedule(begun.own_schedule(), &recorders, interval, duration, stop);
         let end_of_faults = async {
             tokio::select! {
                 _ = tokio::time::sleep(cfg.time_limit.0) => {}
@@ -288,7 +293,7 @@ where
         };
         let (schedule, ()) = tokio::join!(schedule, end_of_faults);
         // Healed while the work goes on: the rest of the run is the healed tail.
-        (schedule, guard.heal().await)
+        (schedule, begun.heal().await)
     };
     let (result, (schedule, heal_failures)) = tokio::join!(working, faults);
     let summary = result?;

@@ -24,6 +24,10 @@ pub struct TestConfig {
     pub workload: WorkloadFile,
     /// The nemesis package.
     pub nemesis: NemesisConfig,
+    /// The names of the tests run together with this one: other workloads against the same
+    /// database at the same time, under the same nemesis schedule (empty for a run alone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub together: Vec<String>,
 }
 
 impl TestConfig {

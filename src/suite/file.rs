@@ -30,6 +30,11 @@ pub struct SuiteFile {
     /// Overrides given to every test, as `field=value` (like `--set`).
     #[serde(default)]
     pub set: Vec<String>,
+    /// Run the workloads together: each (repetition, db, nemesis) is one test running every
+    /// workload at once against one database under one nemesis schedule, each workload in a
+    /// run folder of its own (default: one test per workload).
+    #[serde(default)]
+    pub together: bool,
 }
 
 fn default_dbs() -> Vec<String> {
@@ -43,16 +48,36 @@ fn one() -> u32 {
 /// One test of the matrix, ready to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestSpec {
-    /// The test's name (`<workload>-<nemesis>-<db>`), the same for every repetition.
+    /// The test's name (`<workload>-<nemesis>-<db>`, or `together-<nemesis>-<db>` for
+    /// workloads run together), the same for every repetition.
     pub name: String,
-    /// The workload as given to `stampede test --workload`.
-    pub workload: String,
+    /// The workloads as given to `stampede test --workload`: one, or several run together.
+    pub workloads: Vec<String>,
     /// The nemesis package as given to `--nemesis`.
     pub nemesis: String,
     /// The database.
     pub db: String,
     /// 1-based repetition number.
     pub repetition: u32,
+}
+
+impl TestSpec {
+    /// Whether the test runs several workloads together.
+    pub fn is_together(&self) -> bool {
+        self.workloads.len() > 1
+    }
+
+    /// The names of the test's members, one per workload in order: the test's name for a
+    /// solo test, `<workload>-<nemesis>-<db>` for each workload run together.
+    pub fn member_names(&self) -> Vec<String> {
+        if !self.is_together() {
+            return vec![self.name.clone()];
+        }
+        self.workloads
+            .iter()
+            .map(|w| test_name(w, &self.nemesis, &self.db))
+            .collect()
+    }
 }
 
 impl SuiteFile {
@@ -84,6 +109,9 @@ impl SuiteFile {
         if self.repetitions == 0 {
             bail!("repetitions: must be at least 1");
         }
+        if self.together {
+            self.validate_together()?;
+        }
         for o in &self.set {
             o.parse::<Override>()
                 .with_context(|| format!("set: {o:?}"))?;
@@ -101,30 +129,58 @@ impl SuiteFile {
         Ok(())
     }
 
+    /// A together suite needs two workloads or more, with distinct names (each member's run
+    /// folder is named after its workload).
+    fn validate_together(&self) -> anyhow::Result<()> {
+        if self.workloads.len() < 2 {
+            bail!("together: needs at least two workloads");
+        }
+        let mut stems = std::collections::BTreeSet::new();
+        if let Some(twice) = self
+            .workloads
+            .iter()
+            .find(|w| !stems.insert(stem(Path::new(w))))
+        {
+            bail!(
+                "together: workload {twice:?} named twice (each member needs a folder of its own)"
+            );
+        }
+        Ok(())
+    }
+
     /// The suite's name: `name`, else the file's stem.
     pub fn name_for(&self, path: &Path) -> String {
         self.name.clone().unwrap_or_else(|| stem(path))
     }
 
     /// Every test of the matrix in run order: repetitions outermost, so that a suite cut
-    /// short has run each combination at least once; then DBs, workloads, nemeses. Entries
-    /// that are paths are made relative to `suite_dir` (the suite file's folder).
+    /// short has run each combination at least once; then DBs, workloads (unless run
+    /// together), nemeses. Entries that are paths are made relative to `suite_dir` (the suite
+    /// file's folder).
     pub fn expand(&self, suite_dir: &Path) -> Vec<TestSpec> {
+        let workloads: Vec<String> = self
+            .workloads
+            .iter()
+            .map(|w| locate(suite_dir, w))
+            .collect();
+        let groups: Vec<&[String]> = match self.together {
+            true => vec![&workloads],
+            false => workloads.chunks(1).collect(),
+        };
         let mut tests = Vec::new();
         for repetition in 1..=self.repetitions {
             for db in &self.dbs {
-                for workload in &self.workloads {
+                for group in &groups {
                     for nemesis in &self.nemeses {
-                        let (workload, nemesis) =
-                            (locate(suite_dir, workload), locate(suite_dir, nemesis));
-                        let name = format!(
-                            "{}-{}-{db}",
-                            stem(Path::new(&workload)),
-                            stem(Path::new(&nemesis))
-                        );
+                        let nemesis = locate(suite_dir, nemesis);
+                        // A together test is named as if its workload were called `together`.
+                        let workload = match self.together {
+                            true => "together",
+                            false => &group[0],
+                        };
                         tests.push(TestSpec {
-                            name,
-                            workload,
+                            name: test_name(workload, &nemesis, db),
+                            workloads: group.to_vec(),
                             nemesis,
                             db: db.clone(),
                             repetition,
@@ -135,6 +191,15 @@ impl SuiteFile {
         }
         tests
     }
+}
+
+/// `<workload stem>-<nemesis stem>-<db>`.
+fn test_name(workload: &str, nemesis: &str, db: &str) -> String {
+    format!(
+        "{}-{}-{db}",
+        stem(Path::new(workload)),
+        stem(Path::new(nemesis))
+    )
 }
 
 /// A path-like entry (with a `/` or a `.yaml`/`.yml` ending) relative to the suite's folder;
@@ -174,14 +239,16 @@ mod tests {
             tests[0],
             TestSpec {
                 name: "register-none-zookeeper".into(),
-                workload: "register".into(),
+                workloads: vec!["register".into()],
                 nemesis: "none".into(),
                 db: "zookeeper".into(),
                 repetition: 1
             }
         );
-        assert_eq!(tests[3].workload, "/suites/fixtures/w.yaml");
+        assert_eq!(tests[3].workloads, ["/suites/fixtures/w.yaml"]);
         assert_eq!(tests[3].name, "w-none-zookeeper");
+        assert_eq!(tests[3].member_names(), ["w-none-zookeeper"]);
+        assert!(!tests[3].is_together());
         assert!(
             tests[..6].iter().all(|t| t.repetition == 1)
                 && tests[6..].iter().all(|t| t.repetition == 2)
@@ -189,6 +256,41 @@ mod tests {
         let mut names: Vec<_> = tests.iter().map(|t| (&t.name, t.repetition)).collect();
         names.dedup();
         assert_eq!(names.len(), 12, "each test once per repetition");
+    }
+
+    #[test]
+    fn a_together_suite_is_one_test_per_repetition_db_and_nemesis() {
+        let s = suite("workloads: [register, fixtures/w.yaml, set]\nnemeses: [none, nemeses/kill.yaml]\ndbs: [zookeeper, keeperd]\nrepetitions: 2\ntogether: true\n").unwrap();
+        let tests = s.expand(Path::new("/suites"));
+        let order: Vec<_> = tests
+            .iter()
+            .map(|t| format!("{} #{}", t.name, t.repetition))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "together-none-zookeeper #1",
+                "together-kill-zookeeper #1",
+                "together-none-keeperd #1",
+                "together-kill-keeperd #1",
+                "together-none-zookeeper #2",
+                "together-kill-zookeeper #2",
+                "together-none-keeperd #2",
+                "together-kill-keeperd #2",
+            ]
+        );
+        let t = &tests[1];
+        assert!(t.is_together());
+        assert_eq!(t.workloads, ["register", "/suites/fixtures/w.yaml", "set"]);
+        assert_eq!(t.nemesis, "/suites/nemeses/kill.yaml");
+        assert_eq!(
+            t.member_names(),
+            [
+                "register-kill-zookeeper",
+                "w-kill-zookeeper",
+                "set-kill-zookeeper"
+            ]
+        );
     }
 
     #[test]
@@ -252,6 +354,22 @@ mod tests {
             (
                 "workloads: [register]\nnemeses: [--evil]\n",
                 "nemeses: bad entry",
+            ),
+            (
+                "workloads: [register]\nnemeses: [none]\ntogether: true\n",
+                "together: needs at least two workloads",
+            ),
+            (
+                "workloads: [register, set, register]\nnemeses: [none]\ntogether: true\n",
+                "together: workload \"register\" named twice",
+            ),
+            (
+                "workloads: [register, w/register.yaml]\nnemeses: [none]\ntogether: true\n",
+                "together: workload \"w/register.yaml\" named twice",
+            ),
+            (
+                "workloads: [register]\nnemeses: [none]\ntogether: yes please\n",
+                "s.yaml:3",
             ),
         ];
         for (yaml, expected) in cases {

@@ -1,9 +1,12 @@
-//! What a suite found: one record per test, saved as `summary.json`.
+//! What a suite found: one record per test (per member, for workloads run together), saved
+//! as `summary.json`.
 
 use std::path::Path;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+
+use crate::checker::result::Validity;
 
 /// The outcome of one test of a suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,10 +56,21 @@ impl Verdict {
     }
 }
 
-/// One test of a suite, as run.
+impl From<Validity> for Verdict {
+    /// The verdict of a run's `results.json` (`Results::verdict`).
+    fn from(validity: Validity) -> Verdict {
+        match validity {
+            Validity::Valid => Verdict::Valid,
+            Validity::Invalid => Verdict::Invalid,
+            Validity::Unknown => Verdict::Unknown,
+        }
+    }
+}
+
+/// One test of a suite as run, or one member of a test running workloads together.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestRecord {
-    /// The test's name.
+    /// The test's name (the member's, for workloads run together).
     pub name: String,
     /// The workload as given.
     pub workload: String,
@@ -74,7 +88,7 @@ pub struct TestRecord {
     pub results: Option<String>,
     /// The verdict line `stampede test` printed last, if any.
     pub verdict_line: Option<String>,
-    /// Wall-clock seconds the test took.
+    /// Wall-clock seconds the test took (all of it, for each member of a together test).
     pub duration_s: f64,
     /// Why there is no verdict (the test's last error line), for `error`.
     pub error: Option<String>,

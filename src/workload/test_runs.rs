@@ -71,7 +71,7 @@ where
     let target = Target {
         run_id: run_id.to_string(),
         endpoints,
-        nemeses,
+        faults: nemeses.into(),
         recorder: recorder.clone(),
         cancel,
     };

@@ -193,7 +193,7 @@ pub async fn run(
         phase(&shared, &slots, Phase::Main, deadline, cancel)
     };
     let cancel = target.cancel;
-    let main = generator::with_faults(gen, target.nemeses, target.recorder, cancel.clone(), main);
+    let main = generator::with_faults(gen, target.faults, target.recorder, cancel.clone(), main);
     let Healed {
         summary: main_tallies,
         heal_failures,

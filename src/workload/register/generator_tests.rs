@@ -76,7 +76,7 @@ fn target(
     Target {
         run_id: run_id.to_string(),
         endpoints: vec![endpoint],
-        nemeses,
+        faults: nemeses.into(),
         recorder: recorder.clone(),
         cancel,
     }

@@ -123,7 +123,7 @@ pub async fn run(
     };
     let cancel = target.cancel;
     let healed =
-        generator::with_faults(gen, target.nemeses, target.recorder, cancel.clone(), work).await?;
+        generator::with_faults(gen, target.faults, target.recorder, cancel.clone(), work).await?;
     let summary = WatchRunSummary {
         processes: shared.ids.count(),
         writers: cfg.writers,
