@@ -38,9 +38,10 @@
 //! - **Reconnections**: a one-shot watch still set when its client reconnects is checked
 //!   again by the server against the state (watch reset, ZOOKEEPER-43): its event then says
 //!   what the state shows (a znode deleted and created again reads as data changed), so
-//!   any change of its znode explains it. An exist watch on an absent znode that was created
-//!   and deleted again while its client was disconnected finds it absent and does not fire:
-//!   the one case the guide says a watch may be missed, so such a create is not due.
+//!   any change of its znode explains it; the client may tell of the reconnection up to
+//!   [`SETTLE_NS`] after it hands such an event over. An exist watch on an absent znode that
+//!   was created and deleted again while its client was disconnected finds it absent and does
+//!   not fire: the one case the guide says a watch may be missed, so such a create is not due.
 //! - **Events in flight around a read**: the driver records every event already handed over
 //!   before a read's answer, but the client may hand over events that came after the answer
 //!   before it: such events (recorded while the read was in flight) may be for changes on
@@ -539,14 +540,15 @@ impl<'h> Judge<'h> {
             Some(e) => {
                 // Across a reconnection the server re-checks the watch against the state
                 // (watch reset): the event then says what the state shows (a znode deleted
-                // and created again is "data changed"), not which change it was.
-                let reset = self
-                    .sessions
-                    .get(&watch.process)
-                    .is_some_and(|s| {
-                        s.iter()
-                            .any(|c| c.index > watch.op.index && c.index < e.op.index)
-                    });
+                // and created again is "data changed"), not which change it was. The client
+                // may hand the reset's events over before it tells of the reconnection, so a
+                // session change up to SETTLE_NS after the event counts too.
+                let reset = self.sessions.get(&watch.process).is_some_and(|s| {
+                    s.iter().any(|c| {
+                        c.index > watch.op.index
+                            && (c.index < e.op.index || c.time <= e.op.time + SETTLE_NS)
+                    })
+                });
                 let any_kind: Vec<Caused> = match reset {
                     true => self
                         .changes
