@@ -181,6 +181,11 @@ fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
     };
     let time_limit = files[0].file.generator.time_limit.0;
     let progress = Progress::new(time_limit);
+    let nodes: Vec<String> = control
+        .nodes()
+        .iter()
+        .map(|n| format!("{} {}@{}:{}", n.name, n.user, n.host, n.port))
+        .collect();
     let mut members = Vec::new();
     for (
         i,
@@ -200,11 +205,7 @@ fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
         let config = TestConfig {
             name: names[i].clone(),
             db: db.name().to_string(),
-            nodes: control
-                .nodes()
-                .iter()
-                .map(|n| format!("{} {}@{}:{}", n.name, n.user, n.host, n.port))
-                .collect(),
+            nodes: nodes.clone(),
             workload: file.with_settings(workload.settings()),
             nemesis: nemesis_config.clone(),
             together: others,
@@ -319,14 +320,23 @@ async fn execute(test: &Prepared, keep_db: bool) -> anyhow::Result<Vec<Executed>
     );
     db.setup(control).await?;
     let endpoints: Vec<NodeEndpoint> = control.nodes().iter().map(|n| endpoint(db, n)).collect();
-    let mntr_before = crate::db::mntr::sample(db, control.nodes()).await;
+    // The servers' load is a run's own only when it runs alone: sampled only then.
+    let mntr_before = match test.members.len() {
+        1 => Some(crate::db::mntr::sample(db, control.nodes()).await),
+        _ => None,
+    };
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let on_signal = nemesis::OnSignal(cancel_tx, Duration::from_secs(60));
     let runs = run_members(test, &endpoints, cancel_rx);
     let ending = nemesis::guarded(control, db, on_signal, runs).await;
     test.progress.finish();
-    let mntr_after = crate::db::mntr::sample(db, control.nodes()).await;
-    let server_load = crate::db::mntr::ServerLoad::between(&mntr_before, &mntr_after);
+    let server_load = match mntr_before {
+        Some(before) => {
+            let after = crate::db::mntr::sample(db, control.nodes()).await;
+            Some(crate::db::mntr::ServerLoad::between(&before, &after))
+        }
+        None => None,
+    };
     let mut replicas = Vec::new();
     for member in &test.members {
         replicas.push(compare_replicas(db, control, &member.run_id).await);
@@ -347,7 +357,6 @@ async fn execute(test: &Prepared, keep_db: bool) -> anyhow::Result<Vec<Executed>
             vec![Err(format!("interrupted by {signal}")); test.members.len()]
         }
     };
-    let alone = test.members.len() == 1;
     let executed = outcomes
         .into_iter()
         .zip(replicas)
@@ -362,10 +371,9 @@ async fn execute(test: &Prepared, keep_db: bool) -> anyhow::Result<Vec<Executed>
                     ran.heal_failures.join("; ")
                 );
             }
-            // The servers' load is the run's only when it ran alone.
-            let summary = ran.and_then(|ran| match alone {
-                true => with_server_load(ran, &server_load),
-                false => ran.summary,
+            let summary = ran.and_then(|ran| match &server_load {
+                Some(load) => with_server_load(ran, load),
+                None => ran.summary,
             });
             Executed {
                 aborted,
@@ -400,13 +408,7 @@ async fn run_members(
         .iter()
         .zip(handles)
         .map(|(member, handle)| member.workload.run(target(member, Faults::Shared(handle))));
-    let timing = &test.members[0].file.generator;
-    let shared = schedule.run(
-        timing.nemesis_interval.0,
-        timing.nemesis_duration.0,
-        timing.time_limit.0,
-        cancel.clone(),
-    );
+    let shared = schedule.run(&test.members[0].file.generator, cancel.clone());
     let ((), ran) = tokio::join!(shared, futures::future::join_all(runs));
     Ok(ran)
 }

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::watch;
 
 use super::stop::Stop;
+use super::GeneratorConfig;
 use crate::history::{Meta, OpType, Process, Recorder};
 use crate::nemesis::Nemesis;
 
@@ -109,6 +111,31 @@ pub async fn schedule(
         let _ = call(recorders, nemesis.as_ref(), Action::Stop).await?;
     }
     Ok(())
+}
+
+/// Runs the schedule with the timing of `cfg` for at most `cfg.time_limit`, ended early when
+/// `cancel` is raised or `end` completes. A fault still active then is left to
+/// [`HealGuard::heal`].
+pub async fn schedule_for(
+    nemeses: &[Arc<dyn Nemesis>],
+    recorders: &[Arc<Recorder>],
+    cfg: &GeneratorConfig,
+    cancel: watch::Receiver<bool>,
+    end: impl std::future::Future<Output = ()>,
+) -> io::Result<()> {
+    let (abort_tx, abort_rx) = watch::channel(false);
+    let stop = Stop::new(cancel, abort_rx);
+    let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
+    let schedule = schedule(nemeses, recorders, interval, duration, stop);
+    let ended = async {
+        tokio::select! {
+            _ = tokio::time::sleep(cfg.time_limit.0) => {}
+            _ = end => {}
+        }
+        let _ = abort_tx.send(true);
+    };
+    let (scheduled, ()) = tokio::join!(schedule, ended);
+    scheduled
 }
 
 /// Heals every nemesis when the run ends: [`HealGuard::heal`] on every normal path, and on

@@ -268,9 +268,8 @@ where
     F: std::future::Future<Output = anyhow::Result<T>>,
 {
     let begun = faults.begin(&recorder).await;
-    let (abort_tx, abort_rx) = watch::channel(false);
     let (done_tx, mut done_rx) = watch::channel(false);
-    let stop = Stop::new(cancel.clone(), abort_rx);
+    let schedule_cancel = cancel.clone();
     let run_for = match begun.has_faults() {
         false => cfg.time_limit.0,
         true => cfg.time_limit.0 + cfg.quiet_period.0,
@@ -280,18 +279,13 @@ where
         let _ = done_tx.send(true);
         result
     };
-    let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
     let faults = async {
         let recorders = [recorder.clone()];
-        let schedule = faults::schedule(begun.own_schedule(), &recorders, interval, duration, stop);
-        let end_of_faults = async {
-            tokio::select! {
-                _ = tokio::time::sleep(cfg.time_limit.0) => {}
-                _ = done_rx.wait_for(|done| *done) => {}
-            }
-            let _ = abort_tx.send(true);
+        let work_done = async {
+            let _ = done_rx.wait_for(|done| *done).await;
         };
-        let (schedule, ()) = tokio::join!(schedule, end_of_faults);
+        let own = begun.own_schedule();
+        let schedule = faults::schedule_for(own, &recorders, cfg, schedule_cancel, work_done).await;
         // Healed while the work goes on: the rest of the run is the healed tail.
         (schedule, begun.heal().await)
     };

@@ -5,12 +5,12 @@
 //! phase, heals, and tells every member what could not be healed.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::watch;
 
 use super::faults::{self, HealGuard};
 use super::stop::Stop;
+use super::GeneratorConfig;
 use crate::history::Recorder;
 use crate::nemesis::Nemesis;
 
@@ -133,19 +133,13 @@ impl SharedSchedule {
     }
 
     /// Runs the schedule: waits until every member is ready (or `cancel` is raised), then
-    /// starts and stops the nemeses in turn as `interval` and `duration` say until `time_limit`
-    /// has passed, `cancel` is raised or no member is left in its main phase; heals every fault
-    /// and hands the members the heals that failed.
-    pub async fn run(
-        self,
-        interval: Duration,
-        duration: Duration,
-        time_limit: Duration,
-        cancel: watch::Receiver<bool>,
-    ) {
+    /// starts and stops the nemeses in turn with the timing of `cfg` until its time limit has
+    /// passed, `cancel` is raised or no member is left in its main phase; heals every fault and
+    /// hands the members the heals that failed.
+    pub async fn run(self, cfg: &GeneratorConfig, cancel: watch::Receiver<bool>) {
         let state = &self.state;
         let mut unready = state.unready.subscribe();
-        let mut cancelled = Stop::new(cancel.clone(), watch::channel(false).1);
+        let mut cancelled = Stop::cancelled_by(cancel.clone());
         tokio::select! {
             _ = unready.wait_for(|n| *n == 0) => {}
             _ = cancelled.wait() => {}
@@ -153,18 +147,11 @@ impl SharedSchedule {
         let recorders = lock(&state.recorders).clone();
         state.started.send_replace(true);
         let guard = HealGuard::new(self.nemeses.clone(), recorders.clone());
-        let (abort_tx, abort_rx) = watch::channel(false);
-        let stop = Stop::new(cancel, abort_rx);
-        let schedule = faults::schedule(&self.nemeses, &recorders, interval, duration, stop);
-        let end = async {
-            let mut in_main = state.in_main.subscribe();
-            tokio::select! {
-                _ = tokio::time::sleep(time_limit) => {}
-                _ = in_main.wait_for(|n| *n == 0) => {}
-            }
-            let _ = abort_tx.send(true);
+        let none_in_main = async {
+            let _ = state.in_main.subscribe().wait_for(|n| *n == 0).await;
         };
-        let (scheduled, ()) = tokio::join!(schedule, end);
+        let scheduled =
+            faults::schedule_for(&self.nemeses, &recorders, cfg, cancel, none_in_main).await;
         let mut failures = guard.heal().await;
         if let Err(e) = scheduled {
             failures.push(format!("recording a nemesis operation: {e}"));
@@ -248,7 +235,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     use serde_json::{json, Value};
 
@@ -332,12 +319,7 @@ mod tests {
         let (slow, quick) = (members.pop().unwrap(), members.pop().unwrap());
         let cfg = timing();
         let (_keep, cancel) = watch::channel(false);
-        let running = schedule.run(
-            cfg.nemesis_interval.0,
-            cfg.nemesis_duration.0,
-            cfg.time_limit.0,
-            cancel,
-        );
+        let running = schedule.run(&cfg, cancel);
         drop(gone); // its setup failed: the schedule must not wait for it
         let ((), quick, slow) = tokio::join!(
             running,

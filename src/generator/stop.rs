@@ -19,9 +19,14 @@ impl Stop {
     /// A signal raised only by the caller's cancellation, for the final phase (which runs
     /// after the main phase's own stop was raised).
     pub fn cancel_only(&self) -> Stop {
+        Stop::cancelled_by(self.cancel.clone())
+    }
+
+    /// A signal raised only by `cancel` turning `true`.
+    pub fn cancelled_by(cancel: watch::Receiver<bool>) -> Stop {
         let (_, never) = watch::channel(false);
         Stop {
-            cancel: self.cancel.clone(),
+            cancel,
             abort: never,
         }
     }
