@@ -541,8 +541,20 @@ impl Core {
                 self.snapshot(&rx, tick);
             }
         }
+        self.close_connections();
         self.hand_off_output();
         self.retire()
+    }
+
+    /// Closes every client connection of this ending core: its clients reconnect, to the
+    /// next role of this member or to another, and set their watches again there. A
+    /// connection left open would go on answering reads from this core's tree, which no
+    /// longer changes, and its watches would never fire.
+    fn close_connections(&mut self) {
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for conn in conns {
+            self.deliver(conn, Out::Close);
+        }
     }
 
     /// What this stopped core leaves to the next role of an ensemble member:
@@ -681,13 +693,7 @@ impl Core {
                         .max(now + Duration::from_millis(l.timeout as u64));
                 }
             }
-            CoreMsg::Shutdown => {
-                self.stopping = true;
-                let conns: Vec<ConnId> = self.conns.keys().copied().collect();
-                for conn in conns {
-                    self.deliver(conn, Out::Close);
-                }
-            }
+            CoreMsg::Shutdown => self.stopping = true,
             CoreMsg::AtCut(work) => {
                 self.log.flush();
                 work(self.tree.last_zxid);

@@ -757,3 +757,85 @@ async fn reconfiguration_removes_the_leader_demotes_a_follower_and_restores_them
     assert_eq!(membership(&restored).0, planned);
     wait_mode(&e, follower, "follower", Duration::from_secs(10));
 }
+
+/// Waits until `watcher` fires, or panics after `limit` naming `what`.
+async fn fires(watcher: zk::OneshotWatcher, what: &str, limit: Duration) -> zk::WatchedEvent {
+    tokio::time::timeout(limit, watcher.changed())
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not fire within {limit:?}"))
+}
+
+/// Reads `path` through `c` (no sync) until its data version is `version`.
+async fn reads_version(c: &Client, path: &str, version: i32, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        match c.get_data(path).await {
+            Ok((_, stat)) if stat.version == version => return,
+            seen => assert!(
+                start.elapsed() < limit,
+                "{path} still read as {seen:?} after {limit:?}, not version {version}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_whose_role_changes_hands_its_clients_to_the_next_role() {
+    let e = Ensemble::start("role-change", 3, 0, SUPER);
+    let leader = e.wait_serving(Duration::from_secs(10));
+    let follower = (1..=3).find(|i| *i != leader).unwrap();
+    let c = connect_super(&e.addr(leader)).await;
+    let (data, _) = c.get_config().await.unwrap();
+    let participant = String::from_utf8(data)
+        .unwrap()
+        .lines()
+        .nth(follower - 1)
+        .unwrap()
+        .to_string();
+    let observer = participant.replace(":participant", ":observer");
+    c.create("/w", b"0", &persistent()).await.unwrap();
+
+    // A client of the follower watches /w's data and children, then the follower is demoted.
+    // The client keeps reading without watches meanwhile, which the member answers without
+    // its core, so that it never falls idle and pings: only the member can end its session.
+    let reader = connect(&e.addr(follower)).await;
+    let busy = {
+        let reader = reader.clone();
+        tokio::spawn(async move {
+            loop {
+                let _ = reader.get_data("/w").await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let limit = Duration::from_secs(15);
+    for (role, spec, mode, version) in [
+        ("demoted", &observer, "observer", 1),
+        ("promoted", &participant, "follower", 2),
+    ] {
+        let (_, _, data_watch) = reader.get_and_watch_data("/w").await.unwrap();
+        let (_, _, child_watch) = reader.get_and_watch_children("/w").await.unwrap();
+        reconfigure(&c, &[spec], &[]).await.unwrap();
+        wait_mode(&e, follower, mode, limit);
+        c.set_data("/w", b"1", None).await.unwrap();
+        c.create(&format!("/w/{role}"), b"", &persistent())
+            .await
+            .unwrap();
+
+        // Its clients follow the member into its next role: their watches fire and their
+        // reads see what the ensemble committed since.
+        let what = format!("a data watch on a {role} member");
+        let event = fires(data_watch, &what, limit).await;
+        assert_eq!(event.event_type, zk::EventType::NodeDataChanged, "{what}");
+        let what = format!("a child watch on a {role} member");
+        let event = fires(child_watch, &what, limit).await;
+        assert_eq!(
+            event.event_type,
+            zk::EventType::NodeChildrenChanged,
+            "{what}"
+        );
+        reads_version(&reader, "/w", version, limit).await;
+    }
+    busy.abort();
+}
