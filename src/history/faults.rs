@@ -28,6 +28,9 @@ pub struct FaultInterval {
     pub kind: String,
     /// Nanoseconds since the start of the test at which the fault took effect.
     pub start: u64,
+    /// When its start was invoked: the earliest it may have begun to act, since a start may
+    /// take a while to complete (a restart of every server in turn, a sequence's steps).
+    pub invoked: u64,
     /// Nanoseconds since the start at which it was healed (the end of the history if never).
     pub end: u64,
     /// Whether a stop healed it (otherwise it lasts to the end of the history).
@@ -50,10 +53,12 @@ pub fn fault_intervals(ops: &[Op]) -> Vec<FaultInterval> {
             .step(call, op, kind, &mut intervals);
     }
     for (kind, state) in kinds {
-        let unhealed = state.active.into_iter().chain(state.invoked);
-        intervals.extend(unhealed.map(|start| FaultInterval {
+        let active = state.active.into_iter();
+        let invoked = state.invoked.into_iter().map(|at| (at, at));
+        intervals.extend(active.chain(invoked).map(|(invoked, start)| FaultInterval {
             kind: kind.to_owned(),
             start,
+            invoked,
             end,
             healed: false,
         }));
@@ -87,8 +92,8 @@ fn call_of(f: &str) -> Option<(Call, &str)> {
 /// What the sweep knows about one fault kind so far.
 #[derive(Debug, Default)]
 struct KindState {
-    /// When the fault in effect took effect.
-    active: Option<u64>,
+    /// When the start of the fault in effect was invoked, and when it took effect.
+    active: Option<(u64, u64)>,
     /// When a start not yet completed was invoked.
     invoked: Option<u64>,
     /// Whether a stop was invoked and not yet completed.
@@ -114,15 +119,15 @@ impl KindState {
             (Call::Start, OpType::Invoke) => self.invoked = Some(op.time),
             (Call::Start, OpType::Fail) => self.invoked = None,
             (Call::Start, _) => {
-                if self.invoked.take().is_some() {
-                    self.active.get_or_insert(op.time);
+                if let Some(invoked) = self.invoked.take() {
+                    self.active.get_or_insert((invoked, op.time));
                 } else if let Some(Lone::Start { opened }) = lone {
-                    if opened {
-                        self.active = Some(op.time);
+                    if let (true, Some((invoked, _))) = (opened, self.active) {
+                        self.active = Some((invoked, op.time));
                     }
                 } else {
                     let opened = self.active.is_none();
-                    self.active.get_or_insert(op.time);
+                    self.active.get_or_insert((op.time, op.time));
                     self.lone = Some(Lone::Start { opened });
                 }
             }
@@ -130,13 +135,14 @@ impl KindState {
             (Call::Stop, OpType::Fail) => self.stop_invoked = false,
             (Call::Stop, _) => {
                 let invoked = std::mem::take(&mut self.stop_invoked);
-                if let Some(start) = self.active.take() {
+                if let Some((began, start)) = self.active.take() {
                     if !invoked {
                         self.lone = Some(Lone::Stop(intervals.len()));
                     }
                     intervals.push(FaultInterval {
                         kind: kind.to_owned(),
                         start,
+                        invoked: began,
                         end: op.time,
                         healed: true,
                     });
@@ -184,6 +190,36 @@ mod tests {
                 ("partition".to_owned(), 20, 60),
                 ("kill".to_owned(), 35, 90),
                 ("clock".to_owned(), 80, 90),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fault_may_act_from_its_starts_invocation() {
+        use OpType::*;
+        let n = Process::NEMESIS;
+        let ops = vec![
+            // A start that takes a while (servers restarted in turn): invoked at 10, done at 20.
+            op(0, 10, Invoke, n, "start-restart"),
+            op(1, 20, Info, n, "start-restart"),
+            op(2, 30, Invoke, n, "stop-restart"),
+            op(3, 35, Info, n, "stop-restart"),
+            // Jepsen's pair of infos: the first is the invocation.
+            op(4, 40, Info, n, "start-kill"),
+            op(5, 45, Info, n, "start-kill"),
+            // Never completed: from its invocation on.
+            op(6, 50, Invoke, n, "start-pause"),
+        ];
+        let faults: Vec<(String, u64, u64, u64)> = fault_intervals(&ops)
+            .into_iter()
+            .map(|f| (f.kind, f.invoked, f.start, f.end))
+            .collect();
+        assert_eq!(
+            faults,
+            [
+                ("restart".to_owned(), 10, 20, 35),
+                ("kill".to_owned(), 40, 45, 50),
+                ("pause".to_owned(), 50, 50, 50),
             ]
         );
     }

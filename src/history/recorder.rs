@@ -106,6 +106,11 @@ impl Recorder {
         Ok(op)
     }
 
+    /// The moment `time` (nanoseconds since the start of the test, as operations are stamped).
+    pub fn instant_of(&self, time: u64) -> Instant {
+        self.start + std::time::Duration::from_nanos(time)
+    }
+
     /// A copy of every operation recorded so far.
     pub fn ops(&self) -> Vec<Op> {
         self.state

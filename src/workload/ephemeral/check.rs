@@ -17,9 +17,9 @@
 //!   one of its ephemerals. A session ends when its close is invoked, when the client is cut
 //!   off (unless it reconnects later: then the cut did not end it), or when the client is
 //!   told it expired, whichever comes first; its deadline is the end plus the session timeout
-//!   plus the stated slack, moved past every fault in effect before it (a fault can stall
-//!   expiry: a leader election restarts every session's clock) to the fault's heal plus the
-//!   timeout and slack. The final polls, after the settle, are held to the same deadlines.
+//!   plus the stated slack, moved past every fault that may have acted before it, from its
+//!   start's invocation (a fault can stall expiry: a leader election restarts every session's
+//!   clock), to the fault's heal plus the timeout and slack. The final polls, after the settle, are held to the same deadlines.
 //! - **session-id-reused**: two sessions opened with one id.
 //!
 //! Valid needs every polled server read in a final poll begun after every session's
@@ -275,14 +275,16 @@ fn owners(value: &Value) -> BTreeMap<String, String> {
 }
 
 /// The deadline of a session that ended at `end`: the end plus the session timeout and the
-/// slack, moved past each fault in effect before it to the fault's heal plus the same.
+/// slack, moved past each fault that may have acted before it (from its start's invocation:
+/// a restart of every server in turn acts long before its start completes) to the fault's
+/// heal plus the same.
 fn deadline(end: u64, limits: Limits, faults: &[FaultInterval]) -> u64 {
     let wait = (limits.session_timeout + limits.slack).as_nanos() as u64;
     let mut deadline = end + wait;
     loop {
         let later = faults
             .iter()
-            .filter(|f| f.start < deadline && f.end > end)
+            .filter(|f| f.invoked < deadline && f.end > end)
             .map(|f| f.end + wait)
             .max()
             .unwrap_or(0);
@@ -392,6 +394,7 @@ mod tests {
         FaultInterval {
             kind: "partition".into(),
             start: start_s * 1_000_000_000,
+            invoked: start_s * 1_000_000_000,
             end: end_s * 1_000_000_000,
             healed: true,
         }
@@ -420,6 +423,15 @@ mod tests {
             deadline(2 * s, limits, &[fault(1, 3), fault(6, 10)]),
             15 * s,
             "a fault that begins before the moved deadline moves it again"
+        );
+        let slow = FaultInterval {
+            invoked: s,
+            ..fault(9, 10)
+        };
+        assert_eq!(
+            deadline(2 * s, limits, &[slow]),
+            15 * s,
+            "a start invoked before the deadline and completed after it moves it"
         );
     }
 }

@@ -5,8 +5,8 @@
 //! ([`CutProxy`]) so that it expires while the servers stay healthy (the proxy lets it
 //! through again after the session timeout and the slack, so the client hears that it
 //! expired, or reconnects when it did not). Meanwhile every server's view is polled
-//! ([`super::poll`]); after the run, once every session's deadline has passed, every server
-//! is polled once more.
+//! ([`super::poll`]); after the run, once every fault is healed and every session's deadline
+//! has passed, every server is polled once more.
 //!
 //! History conventions (sessions named `0x…`, [`session_name`]):
 //! - `open` invoked `{"via": "node"|"proxy"}`, `ok` `{"session"}`; `fail`/`info` with the
@@ -37,7 +37,7 @@ use super::EphemeralConfig;
 use crate::client::cut_proxy::CutProxy;
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, OpError, ProcessIds};
 use crate::generator::{ended, DriverRun};
-use crate::history::{Meta, OpType, Process, Recorder};
+use crate::history::{fault_intervals, Meta, OpType, Process, Recorder};
 use crate::workload::paced;
 
 /// What an ephemeral run did.
@@ -97,6 +97,25 @@ impl Tally {
             cut: self.cut + o.cut,
             created: self.created + o.created,
         }
+    }
+}
+
+/// How long the final polls wait at most for every fault to be healed.
+const HEAL_WAIT: Duration = Duration::from_secs(120);
+
+/// When the last fault recorded was healed, once no fault is in effect (or after
+/// [`HEAL_WAIT`], or when `cancel` turns true): a fault that may have acted after a session
+/// ended moves its deadline past the fault's heal (see [`super::check`]), so the final polls
+/// wait for the heal too.
+async fn last_heal(recorder: &Recorder, cancel: &watch::Receiver<bool>) -> Instant {
+    let give_up = Instant::now() + HEAL_WAIT;
+    loop {
+        let faults = fault_intervals(&recorder.ops());
+        if faults.iter().all(|f| f.healed) || Instant::now() >= give_up || *cancel.borrow() {
+            let end = faults.iter().map(|f| f.end).max().unwrap_or(0);
+            return Instant::from_std(recorder.instant_of(end));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
@@ -168,8 +187,9 @@ pub async fn run(
     let mut unread = Vec::new();
     if !cancelled {
         let last_end = *slots.last_end.lock().unwrap_or_else(|p| p.into_inner());
-        let settled = last_end + run.options.session_timeout + slots.cfg.slack.0;
         let mut stop = cancel.clone();
+        let healed = last_heal(&slots.recorder, &stop).await;
+        let settled = last_end.max(healed) + run.options.session_timeout + slots.cfg.slack.0;
         ended(&mut stop, settled).await;
         let mut finals = JoinSet::new();
         for poller in pollers {
