@@ -248,15 +248,20 @@ fn heal_restores_a_log_left_corrupted_by_a_killed_controller(cluster: &TestClust
     )
     .unwrap();
     let node = value["nodes"][0].as_str().expect(&line);
-    assert_eq!(
-        value["after_restart"][node], "exited",
-        "ZooKeeper refuses a log with flipped bits: {value}"
+    // ZooKeeper refuses a log whose flipped bits fail a record's checksum, but reads one that
+    // lands in a record's length as a torn tail, cuts it off and serves: both are its answers
+    // to a damaged log, and heal must restore the copy either way.
+    let after = value["after_restart"][node].as_str().unwrap_or_default();
+    assert!(
+        ["exited", "serving"].contains(&after),
+        "the damaged server either refuses its log or serves: {value}"
     );
     assert_eq!(copies_left(cluster).len(), 1, "the copy is kept for heal");
     let status = cluster.stampede(&["db", "status"]);
-    assert!(
-        !status.status.success(),
-        "{node} is down: {}",
+    assert_eq!(
+        status.status.success(),
+        after == "serving",
+        "{node} {after} after the damage: {}",
         text(&status)
     );
     heal_brings_every_node_back(cluster);
