@@ -198,18 +198,13 @@ mod tests {
     fn a_fault_may_act_from_its_starts_invocation() {
         use OpType::*;
         let n = Process::NEMESIS;
-        let ops = vec![
-            // A start that takes a while (servers restarted in turn): invoked at 10, done at 20.
-            op(0, 10, Invoke, n, "start-restart"),
-            op(1, 20, Info, n, "start-restart"),
-            op(2, 30, Invoke, n, "stop-restart"),
-            op(3, 35, Info, n, "stop-restart"),
-            // Jepsen's pair of infos: the first is the invocation.
-            op(4, 40, Info, n, "start-kill"),
-            op(5, 45, Info, n, "start-kill"),
-            // Never completed: from its invocation on.
-            op(6, 50, Invoke, n, "start-pause"),
-        ];
+        // A start invoked at 15 and completed at 20 (servers restarted in turn take a while);
+        // Jepsen's pair of infos, whose first is the invocation; a start never completed,
+        // which may act from its invocation on.
+        let restart = [call(20, "start-restart"), call(35, "stop-restart")];
+        let kill = [40, 45].map(|t| op(0, t, Info, n, "start-kill"));
+        let pause = op(0, 50, Invoke, n, "start-pause");
+        let ops = indexed(restart.into_iter().flatten().chain(kill).chain([pause]));
         let faults: Vec<(String, u64, u64, u64)> = fault_intervals(&ops)
             .into_iter()
             .map(|f| (f.kind, f.invoked, f.start, f.end))
@@ -217,7 +212,7 @@ mod tests {
         assert_eq!(
             faults,
             [
-                ("restart".to_owned(), 10, 20, 35),
+                ("restart".to_owned(), 15, 20, 35),
                 ("kill".to_owned(), 40, 45, 50),
                 ("pause".to_owned(), 50, 50, 50),
             ]
