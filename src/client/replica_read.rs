@@ -272,13 +272,12 @@ mod tests {
     #[tokio::test]
     async fn a_server_that_does_not_answer_is_named_with_why_within_the_bound() {
         let server = crate::client::test_server::ZkServer::start();
+        // A port held by a listener that never accepts: a port merely freed again could be
+        // taken by another test's server meanwhile (it once was, and answered).
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut gone = server.endpoint();
         gone.name = "gone".into();
-        gone.port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        gone.port = silent.local_addr().unwrap().port();
         let started = std::time::Instant::now();
         let reading =
             read_every_server(&[server.endpoint(), gone], "/r", Duration::from_secs(3)).await;
@@ -288,5 +287,6 @@ mod tests {
         assert!(reading.servers[0].synced.is_some());
         let gone = &reading.servers[1];
         assert!(gone.synced.is_none() && gone.error.is_some(), "{gone:?}");
+        drop(silent);
     }
 }
