@@ -137,11 +137,12 @@ pub fn overlaps(tenures: &[Tenure], ops: &[Op]) -> Vec<Overlap> {
     found
 }
 
-/// The kinds of the faults in effect at some point in `[from, to]`, without repeats.
+/// The kinds of the faults that may have acted at some point in `[from, to]` (from their
+/// start's invocation to their heal), without repeats.
 fn active_during(faults: &[FaultInterval], from: u64, to: u64) -> Vec<String> {
     let mut kinds: Vec<String> = faults
         .iter()
-        .filter(|f| f.start <= to && f.end >= from)
+        .filter(|f| f.invoked <= to && f.end >= from)
         .map(|f| f.kind.clone())
         .collect();
     kinds.sort();

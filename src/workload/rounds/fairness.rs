@@ -18,7 +18,8 @@
 //!   (super::Contention)). A wait that ended in an error is not judged: its session may have
 //!   lost its place in line without the client knowing yet. A wait that ended ok, was
 //!   abandoned at the end of the run (`abandoned: …`), or never ended is. Grants made while a
-//!   fault was in effect, or within a request deadline after its heal, are not counted toward
+//!   fault may have been acting (from its start's invocation: a sequence's steps run before
+//!   its start completes), or within a request deadline after its heal, are not counted toward
 //!   any wait: a waiter on the far side of a partition cannot even put its node in line (its
 //!   create waits for the heal) while the others go on taking turns, and no recipe promises
 //!   it a turn then. They are counted apart (`handoffs_under_faults`).
@@ -240,7 +241,7 @@ fn contention_of(
     let settle = settle.as_nanos() as u64;
     let faulted: Vec<(u64, u64)> = fault_intervals(ops)
         .iter()
-        .map(|f| (f.start, f.end + settle))
+        .map(|f| (f.invoked, f.end + settle))
         .collect();
     let under_fault = |time: u64| {
         faulted
@@ -453,5 +454,27 @@ mod tests {
         let settled = judge_lock(&ops, true, 3, Duration::from_millis(1));
         assert!(settled.valid && settled.starved == 0, "{settled:?}");
         assert_eq!(settled.handoffs_under_faults, 4);
+    }
+
+    #[test]
+    fn hand_offs_while_a_start_is_still_acting_are_not_counted() {
+        use crate::history::testing::op;
+        let nemesis = |kind, f: &str| op(0, 0, kind, Process::NEMESIS, f);
+        // A sequence's steps (a kill, a restart, a cut-off) run before its start completes.
+        let mut ops = vec![
+            invoke(3, "acquire", "null"),
+            nemesis(OpType::Invoke, "start-sequence"),
+        ];
+        for token in 0..4 {
+            ops.push(invoke(1, "acquire", "null"));
+            ops.extend(granted(1, &format!("{}", 100 + token)));
+            ops.extend(released(1));
+        }
+        ops.push(nemesis(OpType::Info, "start-sequence"));
+        ops.push(nemesis(OpType::Invoke, "stop-sequence"));
+        ops.push(nemesis(OpType::Info, "stop-sequence"));
+        let judged = judge_lock(&history(&ops), true, 3, Duration::ZERO);
+        assert!(judged.valid && judged.starved == 0, "{judged:?}");
+        assert_eq!(judged.handoffs_under_faults, 4);
     }
 }
