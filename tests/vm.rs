@@ -3,9 +3,9 @@
 //! VMs, and a set test against ZooKeeper on them runs under a follower's partition, a
 //! system-clock jump, tc netem (delay, loss, duplication, reordering) and a power loss at the
 //! emulator, and must be judged valid (no acknowledged add lost, none vanished), each fault
-//! having taken effect as a real kernel shows it; the guests' time daemon puts a clock moved 5 s back by itself, from the time server
-//! `vm up` runs; then `stampede vm down` leaves nothing behind. Runs as root only (taps,
-//! bridge, qemu); says so when skipped.
+//! having taken effect as a real kernel shows it; the guests' time daemon puts a clock moved
+//! 5 s back by itself, from the time server `vm up` runs; then `stampede vm down` leaves
+//! nothing behind. Runs as root only (taps, bridge, qemu); says so when skipped.
 
 mod common;
 

@@ -19,7 +19,8 @@
 //!   told it expired, whichever comes first; its deadline is the end plus the session timeout
 //!   plus the stated slack, moved past every fault that may have acted before it, from its
 //!   start's invocation (a fault can stall expiry: a leader election restarts every session's
-//!   clock), to the fault's heal plus the timeout and slack. The final polls, after the settle, are held to the same deadlines.
+//!   clock), to the fault's heal plus the timeout and slack. The final polls, after the
+//!   settle, are held to the same deadlines.
 //! - **session-id-reused**: two sessions opened with one id.
 //!
 //! Valid needs every polled server read in a final poll begun after every session's

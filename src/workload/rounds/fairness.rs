@@ -323,6 +323,23 @@ mod tests {
         ]
     }
 
+    /// Four rounds of `process` in a row (acquire invoked, granted with tokens 100 to 103,
+    /// released): four hand-offs to anyone waiting meanwhile.
+    fn four_rounds(process: u64) -> Vec<Op> {
+        let round = |token: u64| {
+            let mut ops = vec![invoke(process, "acquire", "null")];
+            ops.extend(granted(process, &token.to_string()));
+            ops.extend(released(process));
+            ops
+        };
+        (100..104).flat_map(round).collect()
+    }
+
+    /// A nemesis operation (`kind` of `f`), timed by [`history`] like the rest.
+    fn nemesis(kind: OpType, f: &str) -> Op {
+        crate::history::testing::op(0, 0, kind, Process::NEMESIS, f)
+    }
+
     #[test]
     fn positions_count_the_contenders_found_waiting_or_holding() {
         let mut ops = vec![invoke(1, "acquire", "null")];
@@ -371,11 +388,7 @@ mod tests {
     #[test]
     fn a_wait_through_more_hand_offs_than_the_threshold_is_starved_unless_it_failed() {
         let mut ops = vec![invoke(3, "acquire", "null"), invoke(4, "acquire", "null")];
-        for token in 0..4 {
-            ops.push(invoke(1, "acquire", "null"));
-            ops.extend(granted(1, &format!("{}", 100 + token)));
-            ops.extend(released(1));
-        }
+        ops.extend(four_rounds(1));
         ops.push(complete(3, "info", "acquire", "null").with_error("abandoned: the run ended"));
         ops.push(complete(4, "info", "acquire", "null").with_error("session expired"));
         let r = judge_lock(&history(&ops), true, 3, Duration::ZERO);
@@ -429,8 +442,6 @@ mod tests {
 
     #[test]
     fn hand_offs_under_a_fault_and_its_settle_are_not_counted() {
-        use crate::history::testing::op;
-        let nemesis = |kind, f: &str| op(0, 0, kind, Process::NEMESIS, f);
         let mut ops = vec![
             invoke(3, "acquire", "null"),
             nemesis(OpType::Invoke, "start-partition"),
@@ -438,11 +449,7 @@ mod tests {
             nemesis(OpType::Invoke, "stop-partition"),
             nemesis(OpType::Info, "stop-partition"),
         ];
-        for token in 0..4 {
-            ops.push(invoke(1, "acquire", "null"));
-            ops.extend(granted(1, &format!("{}", 100 + token)));
-            ops.extend(released(1));
-        }
+        ops.extend(four_rounds(1));
         // history() puts the ops 1 µs apart: the grants come a few µs after the heal.
         let ops = history(&ops);
         let calm = judge_lock(&ops, true, 3, Duration::ZERO);
@@ -458,18 +465,12 @@ mod tests {
 
     #[test]
     fn hand_offs_while_a_start_is_still_acting_are_not_counted() {
-        use crate::history::testing::op;
-        let nemesis = |kind, f: &str| op(0, 0, kind, Process::NEMESIS, f);
         // A sequence's steps (a kill, a restart, a cut-off) run before its start completes.
         let mut ops = vec![
             invoke(3, "acquire", "null"),
             nemesis(OpType::Invoke, "start-sequence"),
         ];
-        for token in 0..4 {
-            ops.push(invoke(1, "acquire", "null"));
-            ops.extend(granted(1, &format!("{}", 100 + token)));
-            ops.extend(released(1));
-        }
+        ops.extend(four_rounds(1));
         ops.push(nemesis(OpType::Info, "start-sequence"));
         ops.push(nemesis(OpType::Invoke, "stop-sequence"));
         ops.push(nemesis(OpType::Info, "stop-sequence"));
