@@ -424,8 +424,10 @@ fn ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills(clus
         "ephemeral",
         "--nemesis",
         &package,
+        // 2 s, a partition for 3 s, 2 s, a kill: starts and heals take seconds on a busy
+        // machine, and the kill must still start within the limit.
         "--time-limit",
-        "11",
+        "14",
         "--set",
         "generator.nemesis_interval=2s",
         "--set",
