@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::stop::Stop;
 use super::GeneratorConfig;
@@ -86,24 +87,36 @@ async fn call(
 
 /// Runs the schedule until `stop` is raised: wait `interval`, start the next nemesis (in
 /// turn), wait `duration`, stop it, and again. A fault still active when `stop` is raised is
-/// left to [`HealGuard::heal`].
+/// left to [`HealGuard::heal`]. With an `end` (the time limit that raises `stop`), no fault is
+/// started that, at the pace of the slowest start so far, would still be starting at the end:
+/// a start cannot be cut short, so one that overran the end would push the heal, and the
+/// healed tail the workloads are judged on, past their run.
 pub async fn schedule(
     nemeses: &[Arc<dyn Nemesis>],
     recorders: &[Arc<Recorder>],
     interval: Duration,
     duration: Duration,
+    end: Option<Instant>,
     mut stop: Stop,
 ) -> io::Result<()> {
     if nemeses.is_empty() {
         return Ok(());
     }
+    let mut slowest_start = Duration::ZERO;
     for nemesis in nemeses.iter().cycle() {
         tokio::select! {
             _ = stop.wait() => return Ok(()),
             _ = tokio::time::sleep(interval) => {}
         }
+        if end.is_some_and(|end| Instant::now() + slowest_start > end) {
+            tracing::info!("no fault started after this: starts take up to {slowest_start:?}");
+            stop.wait().await;
+            return Ok(());
+        }
+        let began = Instant::now();
         // A start that fails may still have done part of its work: the stop below undoes it.
         let _ = call(recorders, nemesis.as_ref(), Action::Start).await?;
+        slowest_start = slowest_start.max(began.elapsed());
         tokio::select! {
             _ = stop.wait() => return Ok(()),
             _ = tokio::time::sleep(duration) => {}
@@ -126,10 +139,18 @@ pub async fn schedule_for(
     let (abort_tx, abort_rx) = watch::channel(false);
     let stop = Stop::new(cancel, abort_rx);
     let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
-    let schedule = schedule(nemeses, recorders, interval, duration, stop);
+    let time_limit = Instant::now() + cfg.time_limit.0;
+    let schedule = schedule(
+        nemeses,
+        recorders,
+        interval,
+        duration,
+        Some(time_limit),
+        stop,
+    );
     let ended = async {
         tokio::select! {
-            _ = tokio::time::sleep(cfg.time_limit.0) => {}
+            _ = tokio::time::sleep_until(time_limit) => {}
             _ = end => {}
         }
         let _ = abort_tx.send(true);
@@ -253,6 +274,68 @@ mod tests {
             failing_stops,
             stops: AtomicU32::new(0),
         })
+    }
+
+    /// A nemesis whose start takes 400 ms.
+    #[derive(Default)]
+    struct SlowStart {
+        starts: AtomicU32,
+    }
+
+    #[async_trait::async_trait]
+    impl Nemesis for SlowStart {
+        fn kind(&self) -> &str {
+            "sequence"
+        }
+        async fn start(&self) -> anyhow::Result<Value> {
+            self.starts.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            Ok(json!("started"))
+        }
+        async fn stop(&self) -> anyhow::Result<Value> {
+            Ok(json!("healed"))
+        }
+    }
+
+    #[tokio::test]
+    async fn no_fault_starts_that_would_still_be_starting_at_the_time_limit() {
+        // 100 ms, a start until about 500 ms, 100 ms, its stop, 100 ms: a second start begun
+        // at about 700 ms would run to 1100 ms, past the 1 s limit, and delay the heal.
+        let ms = |n| crate::config::Duration(Duration::from_millis(n));
+        let cfg = GeneratorConfig {
+            time_limit: ms(1000),
+            nemesis_interval: ms(100),
+            nemesis_duration: ms(100),
+            ..GeneratorConfig::default()
+        };
+        let slow = Arc::new(SlowStart::default());
+        let nemeses: Vec<Arc<dyn Nemesis>> = vec![slow.clone()];
+        let recorder = Arc::new(Recorder::in_memory());
+        let (_keep, cancel) = watch::channel(false);
+        let begun = Instant::now();
+        let never = std::future::pending::<()>();
+        schedule_for(
+            &nemeses,
+            std::slice::from_ref(&recorder),
+            &cfg,
+            cancel,
+            never,
+        )
+        .await
+        .unwrap();
+        assert_eq!(slow.starts.load(Ordering::SeqCst), 1);
+        let ended = begun.elapsed();
+        assert!(ended >= Duration::from_millis(1000), "ended at {ended:?}");
+        let fs: Vec<String> = recorder.ops().iter().map(|o| o.f.clone()).collect();
+        assert_eq!(
+            fs,
+            [
+                "start-sequence",
+                "start-sequence",
+                "stop-sequence",
+                "stop-sequence"
+            ]
+        );
     }
 
     #[tokio::test]
