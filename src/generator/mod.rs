@@ -242,6 +242,7 @@ async fn main_phase(
     let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
     let schedule = async {
         let recorders = [shared.recorder.clone()];
+        // No end: the final phase waits for the heal, so a late start only delays it.
         let r = faults::schedule(nemeses, &recorders, interval, duration, None, stop).await;
         if r.is_err() {
             let _ = abort.send(true);
