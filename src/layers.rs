@@ -16,6 +16,7 @@ const LAYERS: &[&str] = &[
     "progress",
     "workload",
     "store",
+    "engine",
     "suite",
     "serve",
     "cli",

@@ -19,6 +19,7 @@ mod cluster;
 mod config;
 mod control;
 mod db;
+mod engine;
 mod generator;
 mod history;
 #[cfg(test)]

@@ -1,33 +1,90 @@
-//! The one-line progress display of a running test: elapsed time, operations by outcome and
-//! the nemesis state.
+//! The progress of a running test: the phase it is in and, from the run on, the time limit's
+//! clock, operations by outcome and the faults in force.
 //!
-//! It draws to stderr only when stderr is a terminal; otherwise (CI, a pipe) it draws nothing
-//! and recording an operation costs an atomic increment.
+//! On a terminal it is one line on stderr, redrawn in place. Otherwise (cron, CI, a pipe) it
+//! is a complete line on stderr at each phase change and every 10 s, for a log to read, e.g.
+//! `progress: run [00:20 / 01:00] ok 1234 fail 12 info 3 | faults: partition`. Recording an
+//! operation costs an atomic increment either way.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 use crate::history::{Op, OpType, Process};
 
-/// How often the line is redrawn on a terminal, so the elapsed time moves between operations.
+/// How often the line is redrawn on a terminal, so the clocks move between operations.
 const REDRAW_EVERY: Duration = Duration::from_millis(500);
 
-/// The progress line of one test run. Cheap to clone; clones share the same line, so every
-/// client task can record into it.
-#[derive(Clone)]
-pub struct Progress {
-    bar: ProgressBar,
-    state: Arc<State>,
+/// How often a line is written when stderr is not a terminal.
+const LINE_EVERY: Duration = Duration::from_secs(10);
+
+/// Where a test run is. A run goes through them in this order, skipping those it has no use
+/// for (one that fails in setup goes on to teardown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Looking for leftovers of earlier runs and taking the run lock; a new [`Progress`] starts
+    /// in it.
+    Preflight,
+    /// Installing and starting the database.
+    Setup,
+    /// The workloads under the nemesis: the time limit's clock runs from its first start.
+    Run,
+    /// Healing the faults: the workloads' healed tail and final reads.
+    Heal,
+    /// Comparing the replicas, measuring the servers' load and collecting their logs.
+    Compare,
+    /// Tearing the database down.
+    Teardown,
+    /// Judging the histories.
+    Check,
 }
 
-/// What the line shows, updated by [`Progress::record`] and read on each redraw.
-#[derive(Default)]
+impl Phase {
+    /// Its name on the line: `preflight`, `setup`, `run`, `heal`, `compare`, `teardown` or
+    /// `check`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Preflight => "preflight",
+            Phase::Setup => "setup",
+            Phase::Run => "run",
+            Phase::Heal => "heal",
+            Phase::Compare => "compare",
+            Phase::Teardown => "teardown",
+            Phase::Check => "check",
+        }
+    }
+}
+
+/// The progress of one test run. Cheap to clone; clones share the same state and display, so
+/// every client task can record into it.
+#[derive(Clone)]
+pub struct Progress {
+    state: Arc<State>,
+    display: Display,
+}
+
+/// How the progress is shown.
+#[derive(Clone)]
+enum Display {
+    /// One line on the terminal, redrawn in place.
+    Terminal(ProgressBar),
+    /// Complete lines, from phase changes and a ticker thread.
+    Lines {
+        out: Arc<Lines>,
+        /// Dropping it (at [`Progress::finish`], or with the last clone) stops the ticker.
+        stop: Arc<Mutex<Option<Sender<()>>>>,
+    },
+}
+
+/// Where complete lines go; `None` once finished.
+struct Lines(Mutex<Option<Box<dyn Write + Send>>>);
+
+/// What the line shows, updated by [`Progress::record`] and [`Progress::set_phase`].
 struct State {
     time_limit: Duration,
     ok: AtomicU64,
@@ -35,33 +92,74 @@ struct State {
     info: AtomicU64,
     /// The fault kinds currently active, from the nemesis operations recorded so far.
     active_faults: Mutex<BTreeSet<String>>,
+    clock: Mutex<Clock>,
+}
+
+/// The phase the run is in, since when, and the time limit's clock.
+struct Clock {
+    phase: Phase,
+    /// When `phase` was entered.
+    since: Instant,
+    /// When [`Phase::Run`] was first entered: the limit's clock starts there.
+    run_start: Option<Instant>,
+    /// When [`Phase::Run`] was last left: the limit's clock stops there.
+    run_end: Option<Instant>,
 }
 
 impl Progress {
-    /// Starts the line for a test that runs for `time_limit` (its clock starts now).
+    /// Starts the progress of a test whose run phase lasts `time_limit`, in
+    /// [`Phase::Preflight`]: a redrawn line when stderr is a terminal, else a line on stderr
+    /// now, at each phase change and every 10 s.
     pub fn new(time_limit: Duration) -> Progress {
-        let state = Arc::new(State {
-            time_limit,
-            ..State::default()
-        });
-        let bar = if std::io::stderr().is_terminal() {
-            let shown = Arc::clone(&state);
-            let style = ProgressStyle::with_template("{line}")
-                .expect("static template")
-                .with_key(
-                    "line",
-                    move |s: &ProgressState, w: &mut dyn std::fmt::Write| {
-                        let _ = w.write_str(&shown.line(s.elapsed()));
-                    },
-                );
-            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            bar.set_style(style);
-            bar.enable_steady_tick(REDRAW_EVERY);
-            bar
+        if std::io::stderr().is_terminal() {
+            Progress::on_terminal(time_limit)
         } else {
-            ProgressBar::hidden()
-        };
-        Progress { bar, state }
+            Progress::in_lines(time_limit, Box::new(std::io::stderr()), LINE_EVERY)
+        }
+    }
+
+    /// The line redrawn in place on stderr.
+    fn on_terminal(time_limit: Duration) -> Progress {
+        let state = Arc::new(State::new(time_limit));
+        let shown = Arc::clone(&state);
+        let style = ProgressStyle::with_template("{line}")
+            .expect("static template")
+            .with_key(
+                "line",
+                move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = w.write_str(&shown.line(Instant::now()));
+                },
+            );
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        bar.set_style(style);
+        bar.enable_steady_tick(REDRAW_EVERY);
+        Progress {
+            state,
+            display: Display::Terminal(bar),
+        }
+    }
+
+    /// Complete lines to `out`: one now, one at each phase change, and one every `every` from
+    /// a thread of its own, which ends at [`Progress::finish`] or when the last clone is
+    /// dropped (it needs no async runtime and keeps no process alive).
+    fn in_lines(time_limit: Duration, out: Box<dyn Write + Send>, every: Duration) -> Progress {
+        let state = Arc::new(State::new(time_limit));
+        let out = Arc::new(Lines(Mutex::new(Some(out))));
+        out.write(&state, Instant::now());
+        let (stop, stopped) = mpsc::channel::<()>();
+        let (ticking, shown) = (Arc::clone(&out), Arc::clone(&state));
+        std::thread::spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                ticking.write(&shown, Instant::now());
+            }
+        });
+        Progress {
+            state,
+            display: Display::Lines {
+                out,
+                stop: Arc::new(Mutex::new(Some(stop))),
+            },
+        }
     }
 
     /// Counts a client operation's completion by outcome, or follows a nemesis operation's
@@ -75,7 +173,7 @@ impl Progress {
             (Process::Client(_), OpType::Info) => _ = s.info.fetch_add(1, Ordering::Relaxed),
             (Process::Nemesis(_), OpType::Fail) => {}
             (Process::Nemesis(_), _) => {
-                let mut active = s.active_faults.lock().unwrap_or_else(|e| e.into_inner());
+                let mut active = lock(&s.active_faults);
                 if let Some(kind) = op.f.strip_prefix("start-") {
                     active.insert(kind.to_owned());
                 } else if let Some(kind) = op.f.strip_prefix("stop-") {
@@ -85,44 +183,132 @@ impl Progress {
         }
     }
 
-    /// Removes the line from the terminal (a no-op when nothing was drawn).
+    /// Says the run is now in `phase`, and shows it at once (a no-op when it already is).
+    /// The time limit's clock starts the first time the phase is [`Phase::Run`] and stops
+    /// when the run leaves it (or at the limit, after which the line says how far past it
+    /// the run went).
+    pub fn set_phase(&self, phase: Phase) {
+        self.enter(phase, Instant::now());
+    }
+
+    /// [`Progress::set_phase`] at `now`.
+    fn enter(&self, phase: Phase, now: Instant) {
+        if !lock(&self.state.clock).enter(phase, now) {
+            return;
+        }
+        match &self.display {
+            Display::Terminal(bar) => bar.tick(),
+            Display::Lines { out, .. } => out.write(&self.state, now),
+        }
+    }
+
+    /// Ends the display: removes the line from the terminal, or stops the lines (no line is
+    /// written after it returns).
     pub fn finish(&self) {
-        self.bar.finish_and_clear();
+        match &self.display {
+            Display::Terminal(bar) => bar.finish_and_clear(),
+            Display::Lines { out, stop } => {
+                lock(stop).take();
+                lock(&out.0).take();
+            }
+        }
+    }
+}
+
+impl Lines {
+    /// Writes the line at `now` as one complete line, unless finished.
+    fn write(&self, state: &State, now: Instant) {
+        if let Some(out) = lock(&self.0).as_mut() {
+            let line = format!("progress: {}\n", state.line(now));
+            let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+        }
     }
 }
 
 impl State {
-    /// The text of the line after `elapsed`.
-    fn line(&self, elapsed: Duration) -> String {
-        let active = self.active_faults.lock().unwrap_or_else(|e| e.into_inner());
-        format_line(
-            elapsed,
-            self.time_limit,
-            [&self.ok, &self.fail, &self.info].map(|c| c.load(Ordering::Relaxed)),
-            &active,
-        )
+    /// Nothing counted yet, in [`Phase::Preflight`] from now.
+    fn new(time_limit: Duration) -> State {
+        State {
+            time_limit,
+            ok: AtomicU64::new(0),
+            fail: AtomicU64::new(0),
+            info: AtomicU64::new(0),
+            active_faults: Mutex::new(BTreeSet::new()),
+            clock: Mutex::new(Clock {
+                phase: Phase::Preflight,
+                since: Instant::now(),
+                run_start: None,
+                run_end: None,
+            }),
+        }
+    }
+
+    /// The text of the line at `now`.
+    fn line(&self, now: Instant) -> String {
+        let (phase, in_phase, run) = {
+            let clock = lock(&self.clock);
+            let in_phase = now.saturating_duration_since(clock.since);
+            (clock.phase, in_phase, clock.run_elapsed(now))
+        };
+        let Some(run) = run else {
+            return format!("{} {}", phase.name(), clock(in_phase));
+        };
+        let counts = [&self.ok, &self.fail, &self.info].map(|c| c.load(Ordering::Relaxed));
+        let ran = format_run(run, self.time_limit, counts, &lock(&self.active_faults));
+        match phase {
+            Phase::Run => ran,
+            _ => format!("{} {} | {ran}", phase.name(), clock(in_phase)),
+        }
     }
 }
 
-/// Formats e.g. `[00:42 / 01:00] ok 1234  fail 12  info 3 | nemesis: partition active`.
-fn format_line(
-    elapsed: Duration,
+impl Clock {
+    /// Enters `phase` at `now`; false when the run already is in it.
+    fn enter(&mut self, phase: Phase, now: Instant) -> bool {
+        if phase == self.phase {
+            return false;
+        }
+        if self.phase == Phase::Run {
+            self.run_end = Some(now);
+        }
+        if phase == Phase::Run {
+            self.run_start.get_or_insert(now);
+            self.run_end = None;
+        }
+        self.phase = phase;
+        self.since = now;
+        true
+    }
+
+    /// How long the run phase has lasted at `now`, from its first start; `None` before it.
+    fn run_elapsed(&self, now: Instant) -> Option<Duration> {
+        let start = self.run_start?;
+        Some(self.run_end.unwrap_or(now).saturating_duration_since(start))
+    }
+}
+
+/// The run's part of the line, e.g. `run [00:42 / 01:00] ok 1234 fail 12 info 3 | faults:
+/// partition`. The clock stops at the limit: past it, e.g. `[01:00 / 01:00 +00:12 over]`.
+fn format_run(
+    run: Duration,
     time_limit: Duration,
     [ok, fail, info]: [u64; 3],
     active_faults: &BTreeSet<String>,
 ) -> String {
-    let mut line = format!(
-        "[{} / {}] ok {ok}  fail {fail}  info {info} | nemesis: ",
-        clock(elapsed),
+    let over = run.saturating_sub(time_limit).as_secs();
+    let over = match over {
+        0 => String::new(),
+        s => format!(" +{} over", clock(Duration::from_secs(s))),
+    };
+    let faults = match active_faults.is_empty() {
+        true => "none".to_owned(),
+        false => Vec::from_iter(active_faults.iter().map(String::as_str)).join(", "),
+    };
+    format!(
+        "run [{} / {}{over}] ok {ok} fail {fail} info {info} | faults: {faults}",
+        clock(run.min(time_limit)),
         clock(time_limit)
-    );
-    if active_faults.is_empty() {
-        line.push_str("quiet");
-    } else {
-        let kinds: Vec<&str> = active_faults.iter().map(String::as_str).collect();
-        let _ = write!(line, "{} active", kinds.join(", "));
-    }
-    line
+    )
 }
 
 /// `mm:ss`, or `h:mm:ss` from an hour on.
@@ -135,6 +321,11 @@ fn clock(d: Duration) -> String {
     }
 }
 
+/// The mutex's value, even if a thread panicked holding it (the counts stay meaningful).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,30 +334,128 @@ mod tests {
         crate::history::testing::op(0, 0, kind, process, f)
     }
 
-    #[test]
-    fn formats_elapsed_counts_and_quiet_nemesis() {
-        let line = format_line(
-            Duration::from_millis(42_900),
-            Duration::from_secs(60),
-            [1234, 12, 3],
-            &BTreeSet::new(),
-        );
-        assert_eq!(
-            line,
-            "[00:42 / 01:00] ok 1234  fail 12  info 3 | nemesis: quiet"
-        );
-        let line = format_line(
-            Duration::from_secs(3725),
-            Duration::from_secs(7200),
-            [0, 0, 0],
-            &BTreeSet::new(),
-        );
-        assert!(line.starts_with("[1:02:05 / 2:00:00]"), "{line}");
+    /// A writer whose lines the test reads while the progress writes them.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        /// The lines written so far; each must be complete, without carriage returns.
+        fn lines(&self) -> Vec<String> {
+            let text = String::from_utf8(lock(&self.0).clone()).unwrap();
+            assert!(text.is_empty() || text.ends_with('\n'), "{text:?}");
+            assert!(!text.contains('\r'), "{text:?}");
+            text.lines().map(str::to_owned).collect()
+        }
+    }
+
+    /// A progress writing lines to `out` every `every`, and the instant `s` seconds after it
+    /// was made.
+    fn in_lines(out: &Shared, every: Duration) -> (Progress, impl Fn(u64) -> Instant) {
+        let p = Progress::in_lines(Duration::from_secs(60), Box::new(out.clone()), every);
+        let made = lock(&p.state.clock).since;
+        (p, move |s| made + Duration::from_secs(s))
+    }
+
+    /// Records two ok, one fail and one info, and a partition started.
+    fn record_some(p: &Progress) {
+        let c = Process::Client(1);
+        for kind in [OpType::Ok, OpType::Ok, OpType::Fail, OpType::Info] {
+            p.record(&op(c, kind, "read"));
+        }
+        p.record(&op(Process::NEMESIS, OpType::Info, "start-partition"));
+    }
+
+    const NEVER: Duration = Duration::from_secs(3600);
+
+    /// A progress that ticks no lines, for its line's text at given instants.
+    fn quiet() -> (Progress, impl Fn(u64) -> Instant) {
+        in_lines(&Shared::default(), NEVER)
     }
 
     #[test]
-    fn recorded_ops_drive_counts_and_nemesis_state() {
-        let p = Progress::new(Duration::from_secs(60));
+    fn the_line_names_the_phase_and_runs_the_limit_clock_in_run_only() {
+        use Phase::{Compare, Heal, Run, Setup};
+        let ran = |clock: &str| format!("run [{clock}] ok 0 fail 0 info 0 | faults: none");
+        // The phases entered (at which second from the start), when the line is read, and
+        // what it says.
+        for (entered, read, says) in [
+            (&[][..], 3, "preflight 00:03".to_owned()),
+            (&[(Setup, 5)], 12, "setup 00:07".to_owned()),
+            // Not 00:50 since the start, nor 00:25 since setup.
+            (&[(Setup, 5), (Run, 30)], 50, ran("00:20 / 01:00")),
+            // Stopped at the limit, then how far past it.
+            (&[(Run, 10)], 70, ran("01:00 / 01:00")),
+            (&[(Run, 10)], 85, ran("01:00 / 01:00 +00:15 over")),
+            // Stopped where the run ends, the phase after it with its own time.
+            (
+                &[(Run, 10), (Heal, 72)],
+                77,
+                format!("heal 00:05 | {}", ran("01:00 / 01:00 +00:02 over")),
+            ),
+            (
+                &[(Run, 10), (Heal, 72), (Compare, 80)],
+                200,
+                format!("compare 02:00 | {}", ran("01:00 / 01:00 +00:02 over")),
+            ),
+            (
+                &[(Run, 0), (Heal, 25)],
+                40,
+                format!("heal 00:15 | {}", ran("00:25 / 01:00")),
+            ),
+            // Back in run, it goes on from the run's first start.
+            (
+                &[(Run, 10), (Heal, 72), (Run, 300)],
+                301,
+                ran("01:00 / 01:00 +03:51 over"),
+            ),
+        ] {
+            let (p, at) = quiet();
+            for &(phase, s) in entered {
+                p.enter(phase, at(s));
+            }
+            assert_eq!(p.state.line(at(read)), says, "{entered:?}");
+        }
+    }
+
+    #[test]
+    fn past_the_limit_elapsed_never_exceeds_it() {
+        let none = BTreeSet::new();
+        for (limit, run, shown) in [
+            (60, 60, "[01:00 / 01:00] "),
+            (60, 61, "[01:00 / 01:00 +00:01 over] "),
+            (60, 3725, "[01:00 / 01:00 +1:01:05 over] "),
+            (7200, 7300, "[2:00:00 / 2:00:00 +01:40 over] "),
+            (7200, 3725, "[1:02:05 / 2:00:00] "),
+        ] {
+            let [limit, run] = [limit, run].map(Duration::from_secs);
+            let line = format_run(run, limit, [0; 3], &none);
+            assert!(line.starts_with(&format!("run {shown}")), "{line}");
+        }
+        // Under a second past the limit is not yet past it.
+        let line = format_run(
+            Duration::from_millis(60_900),
+            Duration::from_secs(60),
+            [0; 3],
+            &none,
+        );
+        assert!(line.starts_with("run [01:00 / 01:00] "), "{line}");
+    }
+
+    #[test]
+    fn recorded_ops_drive_counts_and_faults() {
+        let (p, at) = quiet();
+        p.enter(Phase::Run, at(0));
         let c = Process::Client(1);
         for (kind, f) in [
             (OpType::Invoke, "read"),
@@ -179,17 +468,90 @@ mod tests {
         }
         let n = Process::NEMESIS;
         p.record(&op(n, OpType::Invoke, "start-partition"));
-        assert!(p.state.line(Duration::ZERO).ends_with("nemesis: quiet"));
+        p.record(&op(n, OpType::Fail, "start-pause"));
+        assert!(p.state.line(at(0)).ends_with("faults: none"));
         p.record(&op(n, OpType::Info, "start-partition"));
         p.record(&op(n, OpType::Info, "start-kill"));
-        let line = p.state.line(Duration::from_secs(5));
         assert_eq!(
-            line,
-            "[00:05 / 01:00] ok 2  fail 1  info 1 | nemesis: kill, partition active"
+            p.state.line(at(5)),
+            "run [00:05 / 01:00] ok 2 fail 1 info 1 | faults: kill, partition"
         );
         p.record(&op(n, OpType::Info, "stop-partition"));
         p.record(&op(n, OpType::Info, "stop-kill"));
-        assert!(p.state.line(Duration::ZERO).ends_with("nemesis: quiet"));
+        assert!(p.state.line(at(0)).ends_with("faults: none"));
+    }
+
+    #[test]
+    fn lines_at_start_and_at_each_phase_change() {
+        let out = Shared::default();
+        let (p, at) = in_lines(&out, NEVER);
+        p.enter(Phase::Setup, at(4));
+        p.enter(Phase::Setup, at(6));
+        record_some(&p);
+        p.enter(Phase::Run, at(9));
+        p.enter(Phase::Heal, at(70));
+        p.enter(Phase::Teardown, at(75));
         p.finish();
+        p.enter(Phase::Check, at(80));
+        let ran = "run [01:00 / 01:00 +00:01 over] ok 2 fail 1 info 1 | faults: partition";
+        assert_eq!(
+            out.lines(),
+            [
+                "progress: preflight 00:00".to_owned(),
+                "progress: setup 00:00".to_owned(),
+                "progress: run [00:00 / 01:00] ok 2 fail 1 info 1 | faults: partition".to_owned(),
+                format!("progress: heal 00:00 | {ran}"),
+                format!("progress: teardown 00:00 | {ran}"),
+            ]
+        );
+    }
+
+    #[test]
+    fn lines_every_period_until_finished() {
+        let every = Duration::from_millis(30);
+        let out = Shared::default();
+        let (p, at) = in_lines(&out, every);
+        record_some(&p);
+        p.set_phase(Phase::Run);
+        let ticked = |lines: &[String]| {
+            let run = |l: &&String| {
+                l.starts_with("progress: run [00:0")
+                    && l.ends_with(" / 01:00] ok 2 fail 1 info 1 | faults: partition")
+            };
+            lines.iter().filter(run).count()
+        };
+        // The phase change's line and three ticks.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ticked(&out.lines()) < 4 {
+            assert!(Instant::now() < deadline, "{:?}", out.lines());
+            std::thread::sleep(every / 3);
+        }
+        assert!(
+            at(0).elapsed() >= 3 * every,
+            "ticks come every period, no sooner"
+        );
+        p.finish();
+        let written = out.lines();
+        std::thread::sleep(every * 4);
+        assert_eq!(out.lines(), written, "no line after finish");
+    }
+
+    #[test]
+    fn the_ticker_ends_with_the_last_clone() {
+        let out = Shared::default();
+        let (p, _) = in_lines(&out, Duration::from_millis(10));
+        let other = p.clone();
+        drop(p);
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(Arc::strong_count(&out.0) > 1, "a clone keeps it going");
+        drop(other);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Arc::strong_count(&out.0) > 1 {
+            assert!(
+                Instant::now() < deadline,
+                "the ticker still holds the writer"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }

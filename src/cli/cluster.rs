@@ -21,9 +21,10 @@ enum Action {
         /// Number of nodes.
         #[arg(long, default_value_t = 5)]
         nodes: usize,
-        /// The cluster's private /24.
-        #[arg(long, default_value = "10.241.0.0/24")]
-        subnet: String,
+        /// The cluster's private /24 [default: an existing cluster's own, else the first
+        /// free one of 10.241.0.0/16].
+        #[arg(long)]
+        subnet: Option<String>,
     },
     /// Remove everything `up` made.
     Down,
@@ -38,7 +39,10 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
             let spec = Spec {
                 name: args.name.clone(),
                 nodes,
-                subnet: cluster::parse_subnet(&subnet)?,
+                subnet: match subnet {
+                    Some(subnet) => cluster::parse_subnet(&subnet)?,
+                    None => cluster::subnet_for(&args.name)?,
+                },
             };
             let count = spec.nodes;
             let made = cluster::up(spec)?;

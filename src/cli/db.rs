@@ -92,6 +92,12 @@ enum Action {
 pub async fn run(args: DbArgs) -> anyhow::Result<ExitCode> {
     let control = args.targets.control()?;
     let db = args.db.build(&args.targets, control.nodes().to_vec())?;
+    let changes = !matches!(args.action, Action::Status);
+    if changes {
+        if let Some(holder) = crate::engine::running_elsewhere(&control).await? {
+            anyhow::bail!("{holder}; it sets up and tears down its own database");
+        }
+    }
     match args.action {
         Action::Setup => {
             db.setup(&control).await?;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::db::DbChoice;
 use super::targets::TargetArgs;
+use crate::engine::{self, Scope};
 use crate::nemesis::{self, Ending};
 
 /// Arguments of `stampede nemesis`.
@@ -93,7 +94,11 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         started.map(drop)
     };
     let on_signal = nemesis::OnSignal(cancel, Duration::from_secs(120));
-    match nemesis::guarded(&control, db.as_ref(), on_signal, work).await? {
+    let claim = engine::claim(&control, db.as_ref(), Scope::Faults).await?;
+    let guarded = nemesis::guarded(&control, db.as_ref(), claim.interrupts(), on_signal, work);
+    let ending = guarded.await;
+    claim.release().await;
+    match ending? {
         Ending::Finished(result) => {
             result?;
             println!("healed");
@@ -110,6 +115,9 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
 pub async fn heal(args: HealArgs) -> anyhow::Result<ExitCode> {
     let control = args.targets.control()?;
     let db = args.db.build(&args.targets, control.nodes().to_vec())?;
+    if let Some(holder) = engine::running_elsewhere(&control).await? {
+        anyhow::bail!("{holder}; it heals its own faults when it ends: not healing under it");
+    }
     nemesis::heal_all(&control, db.as_ref()).await?;
     println!(
         "healed {} nodes: no partition rules, no paused server, every set-up server running",

@@ -5,25 +5,22 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 
 use super::db::DbChoice;
 use super::holder::HistoryHolder;
 use super::targets::TargetArgs;
-use crate::checker::replicas::{self, Replicas};
-use crate::client::NodeEndpoint;
 use crate::cluster::{self, Spec};
 use crate::config::{self, Override};
 use crate::control::Control;
 use crate::db::Db;
-use crate::generator::{Faults, SharedSchedule, Target};
+use crate::engine::{self, Member, Scope, Test};
 use crate::history::Recorder;
-use crate::nemesis::{self, Ending};
-use crate::progress::Progress;
+use crate::nemesis;
+use crate::progress::{Phase, Progress};
 use crate::store::{RunFolder, TestConfig};
-use crate::workload::{self, Ran, Workload, WorkloadFile};
+use crate::workload::{self, Workload, WorkloadFile};
 
 /// Arguments of `stampede test`.
 #[derive(Debug, clap::Args)]
@@ -83,8 +80,18 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     if !args.contenders.is_empty() {
         return super::sweep::run(&args);
     }
-    let test = prepare(&args)?;
-    let done = execute(&test, args.keep_db).await?;
+    let plan = plan(&args)?;
+    let progress = Progress::new(plan.files[0].file.generator.time_limit.0);
+    let claim = engine::claim(&plan.control, plan.db.as_ref(), Scope::Everything).await?;
+    let test = match open(plan, &args, progress) {
+        Ok(test) => test,
+        Err(e) => {
+            claim.release().await;
+            return Err(e);
+        }
+    };
+    let done = engine::execute(&test, claim, args.keep_db).await;
+    test.progress.set_phase(Phase::Check);
     let mut worst = 0u8;
     for (member, executed) in test.members.iter().zip(done) {
         let ops = member.recorder.ops();
@@ -99,6 +106,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         if let Err(e) = workload.plots(&ops, member.folder.dir()) {
             eprintln!("warning: plots of {}: {e:#}", member.config.name);
         }
+        test.progress.finish();
         println!("results: {}", member.folder.dir().display());
         println!("{}", verdict.line);
         worst = worse(worst, verdict.exit_code);
@@ -114,42 +122,22 @@ fn worse(a: u8, b: u8) -> u8 {
     }
 }
 
-/// A test ready to run: everything checked, the database chosen, each workload's run folder
-/// made with its `test.yaml` and its history open.
-struct Prepared {
-    members: Vec<Member>,
+/// A test checked and ready to claim its nodes: nothing touches a node or the results folder
+/// before all of it is known good.
+struct Plan {
+    files: Vec<Loaded>,
+    nemesis_path: PathBuf,
+    nemesis_config: nemesis::NemesisConfig,
+    holder_op: Option<&'static str>,
+    holder: Arc<HistoryHolder>,
     control: Control,
     db: Arc<dyn Db>,
     nemeses: Vec<Arc<dyn nemesis::Nemesis>>,
-    progress: Progress,
-}
-
-/// One workload of a test (a test runs one, or several together).
-struct Member {
-    workload: Box<dyn Workload>,
-    /// The workload file as loaded, overrides applied.
-    file: WorkloadFile,
-    config: TestConfig,
-    folder: RunFolder,
-    recorder: Arc<Recorder>,
-    /// The id of its run: one znode name under `/stampede`.
-    run_id: String,
-}
-
-/// How a workload's run went, before it is judged.
-struct Executed {
-    /// Why it stopped early, if it did.
-    aborted: Option<String>,
-    /// The run's summary (with the servers' load per release when it counts releases).
-    summary: Option<serde_json::Value>,
-    /// The replicas compared after the run.
-    replicas: Replicas,
 }
 
 /// Reads and checks the workload files, the nemesis package and the nodes (making the local
-/// cluster when needed), then makes each workload's run folder with its `test.yaml` and
-/// history: nothing touches a node before all of it is known good.
-fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
+/// cluster when needed).
+fn plan(args: &TestArgs) -> anyhow::Result<Plan> {
     let files = load_workloads(args)?;
     let nemesis_path = config::resolve("nemeses", &args.nemesis)?;
     let holder_op = files.iter().find_map(|l| l.workload.holder_op());
@@ -172,6 +160,31 @@ fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
     nemesis_config.check(&nemesis_path, holders, Some(&aim))?;
     let holder = Arc::new(HistoryHolder::new(holder_op));
     let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()))?;
+    Ok(Plan {
+        files,
+        nemesis_path,
+        nemesis_config,
+        holder_op,
+        holder,
+        control,
+        db,
+        nemeses,
+    })
+}
+
+/// Makes each workload's run folder with its `test.yaml` and history, each recorded operation
+/// shown by `progress`: the test, ready to run.
+fn open(plan: Plan, args: &TestArgs, progress: Progress) -> anyhow::Result<Test> {
+    let Plan {
+        files,
+        nemesis_path,
+        nemesis_config,
+        holder_op,
+        holder,
+        control,
+        db,
+        nemeses,
+    } = plan;
     let names: Vec<String> = match args.names.is_empty() {
         false => args.names.clone(),
         true => files
@@ -179,12 +192,10 @@ fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
             .map(|l| format!("{}-{}", stem(&l.path), stem(&nemesis_path)))
             .collect(),
     };
-    let time_limit = files[0].file.generator.time_limit.0;
-    let progress = Progress::new(time_limit);
     let nodes: Vec<String> = control
         .nodes()
         .iter()
-        .map(|n| format!("{} {}@{}:{}", n.name, n.user, n.host, n.port))
+        .map(crate::control::Node::address)
         .collect();
     let mut members = Vec::new();
     for (
@@ -232,7 +243,7 @@ fn prepare(args: &TestArgs) -> anyhow::Result<Prepared> {
             run_id,
         });
     }
-    Ok(Prepared {
+    Ok(Test {
         members,
         control,
         db,
@@ -307,131 +318,6 @@ fn load_workloads(args: &TestArgs) -> anyhow::Result<Vec<Loaded>> {
     Ok(files)
 }
 
-/// Sets the database up, runs the workloads under the nemesis schedule (every fault healed
-/// whatever happens, Ctrl-C included), measures the servers' load and compares the replicas,
-/// collects the servers' logs, and tears the database down unless `keep_db`. Returns how each
-/// workload's run went, in order.
-async fn execute(test: &Prepared, keep_db: bool) -> anyhow::Result<Vec<Executed>> {
-    let (control, db) = (&test.control, test.db.as_ref());
-    eprintln!(
-        "setting up {} on {} nodes",
-        db.name(),
-        control.nodes().len()
-    );
-    db.setup(control).await?;
-    let endpoints: Vec<NodeEndpoint> = control.nodes().iter().map(|n| endpoint(db, n)).collect();
-    // The servers' load is a run's own only when it runs alone: sampled only then.
-    let mntr_before = match test.members.len() {
-        1 => Some(crate::db::mntr::sample(db, control.nodes()).await),
-        _ => None,
-    };
-    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let on_signal = nemesis::OnSignal(cancel_tx, Duration::from_secs(60));
-    let runs = run_members(test, &endpoints, cancel_rx);
-    let ending = nemesis::guarded(control, db, on_signal, runs).await;
-    test.progress.finish();
-    let server_load = match mntr_before {
-        Some(before) => {
-            let after = crate::db::mntr::sample(db, control.nodes()).await;
-            Some(crate::db::mntr::ServerLoad::between(&before, &after))
-        }
-        None => None,
-    };
-    let mut replicas = Vec::new();
-    for member in &test.members {
-        replicas.push(compare_replicas(db, control, &member.run_id).await);
-    }
-    collect_logs(control, db, &test.members).await;
-    if !keep_db {
-        if let Err(e) = db.teardown(control).await {
-            eprintln!("warning: tearing down {}: {e:#}", db.name());
-        }
-    }
-    let outcomes: Vec<Result<Ran, String>> = match ending? {
-        Ending::Finished(Ok(runs)) => runs
-            .into_iter()
-            .map(|r| r.map_err(|e| format!("{e:#}")))
-            .collect(),
-        Ending::Finished(Err(e)) => vec![Err(format!("{e:#}")); test.members.len()],
-        Ending::Interrupted(signal) => {
-            vec![Err(format!("interrupted by {signal}")); test.members.len()]
-        }
-    };
-    let executed = outcomes
-        .into_iter()
-        .zip(replicas)
-        .map(|(outcome, replicas)| {
-            let (aborted, ran) = match outcome {
-                Ok(ran) => (None, Some(ran)),
-                Err(why) => (Some(why), None),
-            };
-            if let Some(ran) = ran.as_ref().filter(|r| !r.heal_failures.is_empty()) {
-                eprintln!(
-                    "warning: some faults could not be healed: {}",
-                    ran.heal_failures.join("; ")
-                );
-            }
-            let summary = ran.and_then(|ran| match &server_load {
-                Some(load) => with_server_load(ran, load),
-                None => ran.summary,
-            });
-            Executed {
-                aborted,
-                summary,
-                replicas,
-            }
-        });
-    Ok(executed.collect())
-}
-
-/// Runs every workload of the test against `endpoints`: one alone under its own nemesis
-/// schedule, several at once under one shared schedule. Returns how each ended, in order.
-async fn run_members(
-    test: &Prepared,
-    endpoints: &[NodeEndpoint],
-    cancel: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<Vec<anyhow::Result<Ran>>> {
-    let target = |member: &Member, faults: Faults| Target {
-        run_id: member.run_id.clone(),
-        endpoints: endpoints.to_vec(),
-        faults,
-        recorder: member.recorder.clone(),
-        cancel: cancel.clone(),
-    };
-    if let [member] = test.members.as_slice() {
-        let faults = test.nemeses.clone().into();
-        return Ok(vec![member.workload.run(target(member, faults)).await]);
-    }
-    let (schedule, handles) = SharedSchedule::new(test.nemeses.clone(), test.members.len());
-    let runs = test
-        .members
-        .iter()
-        .zip(handles)
-        .map(|(member, handle)| member.workload.run(target(member, Faults::Shared(handle))));
-    let shared = schedule.run(&test.members[0].file.generator, cancel.clone());
-    let ((), ran) = tokio::join!(shared, futures::future::join_all(runs));
-    Ok(ran)
-}
-
-/// The bound on the replicas' comparison after a run: the ensemble settling, then every
-/// server read until they meet at one zxid.
-const REPLICAS_LIMIT: Duration = Duration::from_secs(30);
-
-/// Reads every server's tree under run `run_id`'s root, each through a session pinned to it,
-/// and compares them.
-async fn compare_replicas(db: &dyn Db, control: &Control, run_id: &str) -> Replicas {
-    let servers = crate::db::servers(db, control.nodes());
-    let endpoints: Vec<NodeEndpoint> = servers.iter().map(|n| endpoint(db, n)).collect();
-    let root = crate::client::replica_read::run_root(run_id);
-    eprintln!(
-        "comparing the trees under {root} on {} servers",
-        endpoints.len()
-    );
-    let reading =
-        crate::client::replica_read::read_every_server(&endpoints, &root, REPLICAS_LIMIT).await;
-    replicas::judge(reading)
-}
-
 /// A controller for the chosen nodes, making the local cluster first when none are given.
 fn targets_with_cluster(args: &TestArgs) -> anyhow::Result<Control> {
     if args.targets.uses_local_cluster() && !cluster::Cluster::named(&args.targets.cluster).exists()
@@ -443,21 +329,11 @@ fn targets_with_cluster(args: &TestArgs) -> anyhow::Result<Control> {
         let spec = Spec {
             name: args.targets.cluster.clone(),
             nodes: args.cluster_nodes,
-            subnet: cluster::parse_subnet("10.241.0.0/24")?,
+            subnet: cluster::subnet_for(&args.targets.cluster)?,
         };
         cluster::up(spec)?;
     }
     args.targets.control()
-}
-
-fn endpoint(db: &dyn Db, node: &crate::control::Node) -> NodeEndpoint {
-    let address = db.client_address(node);
-    let (host, port) = address.rsplit_once(':').unwrap_or((&address, "2181"));
-    NodeEndpoint {
-        name: node.name.clone(),
-        host: host.to_string(),
-        port: port.parse().unwrap_or(2181),
-    }
 }
 
 /// A config file's name without its extension.
@@ -467,90 +343,10 @@ pub(super) fn stem(path: &Path) -> String {
         .unwrap_or_else(|| "test".into())
 }
 
-/// Copies every node's logs into `<dir>/nodes/<node>/` of the first workload's run folder,
-/// and links them into the other workloads' folders; a node that cannot be reached is
-/// reported and skipped, so the results of the run are never lost to it.
-async fn collect_logs(control: &Control, db: &dyn Db, members: &[Member]) {
-    let Some((first, others)) = members.split_first() else {
-        return;
-    };
-    let folder = &first.folder;
-    let fetches = control.nodes().iter().map(|n| async move {
-        (
-            n,
-            db.collect_logs(control, n, &folder.node_dir(&n.name)).await,
-        )
-    });
-    for (node, result) in futures::future::join_all(fetches).await {
-        if let Err(e) = result {
-            eprintln!("warning: logs of {}: {e:#}", node.name);
-        }
-    }
-    for node in control.nodes() {
-        for other in others {
-            let (from, to) = (
-                folder.node_dir(&node.name),
-                other.folder.node_dir(&node.name),
-            );
-            if let Err(e) = link_tree(&from, &to) {
-                eprintln!(
-                    "warning: logs of {} into {}: {e:#}",
-                    node.name,
-                    to.display()
-                );
-            }
-        }
-    }
-}
-
-/// Makes `to` a copy of the folder `from`, its files hard links where the filesystem allows
-/// (copies elsewhere); nothing when `from` does not exist.
-fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    if !from.exists() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            link_tree(&entry.path(), &target)?;
-        } else if std::fs::hard_link(entry.path(), &target).is_err() {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
-/// The run's summary with the servers' own figures beside it when the run counts releases
-/// (lock hand-offs, leadership changes): watch notifications (from the fan-out summaries) and
-/// packets received, summed over the servers, in all and per release.
-fn with_server_load(ran: Ran, load: &crate::db::mntr::ServerLoad) -> Option<serde_json::Value> {
-    let mut summary = ran.summary?;
-    let Some(releases) = ran.releases else {
-        return Some(summary);
-    };
-    let per_release = |total: f64| {
-        if releases == 0 {
-            0.0
-        } else {
-            total / releases as f64
-        }
-    };
-    summary["server"] = serde_json::json!({
-        "nodes": load.nodes,
-        "releases": releases,
-        "watch_notifications": load.watch_notifications,
-        "packets_received": load.packets_received,
-        "notifications_per_release": per_release(load.watch_notifications),
-        "packets_per_release": per_release(load.packets_received),
-    });
-    Some(summary)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_bare_time_limit_is_seconds() {

@@ -4,6 +4,7 @@
 
 mod local;
 mod packages;
+mod subnet;
 pub mod vm;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -84,6 +85,15 @@ impl Spec {
             );
         }
         Ok(())
+    }
+}
+
+/// The subnet of a cluster made without one named: the saved one of an existing cluster
+/// `name`, else the first free /24 of 10.241.0.0/16.
+pub fn subnet_for(name: &str) -> anyhow::Result<[u8; 3]> {
+    match Cluster::named(name).saved_spec() {
+        Ok(saved) => Ok(saved.subnet),
+        Err(_) => subnet::free(name),
     }
 }
 
@@ -210,6 +220,13 @@ pub fn up(spec: Spec) -> anyhow::Result<Cluster> {
     spec.validate()?;
     check_platform()?;
     let existing = Cluster::named(&spec.name);
+    if let Some(user) = subnet::user_of(spec.subnet, &spec.name)? {
+        let [a, b, c] = spec.subnet;
+        bail!(
+            "subnet {a}.{b}.{c}.0/24 is in use by {user}: name another with --subnet (or leave \
+             it out to take a free one)"
+        );
+    }
     if let Ok(saved) = existing.saved_spec() {
         if saved.subnet != spec.subnet {
             let [a, b, c] = saved.subnet;

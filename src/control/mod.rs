@@ -75,6 +75,12 @@ impl Control {
         }
     }
 
+    /// A controller for the same nodes with sessions and a count of commands in flight of its
+    /// own: for background work (the run lock's heartbeat) that a heal must not wait for.
+    pub fn detached(&self) -> Control {
+        Control::new(self.nodes.to_vec(), (*self.opts).clone())
+    }
+
     /// Commands sent through this controller (or a clone) that have not finished.
     pub fn in_flight(&self) -> usize {
         *self.in_flight.borrow()

@@ -38,6 +38,11 @@ impl fmt::Display for Node {
 }
 
 impl Node {
+    /// The node as a nodes file names it: `n1 root@10.0.0.1:22`.
+    pub fn address(&self) -> String {
+        format!("{} {}@{}:{}", self.name, self.user, self.host, self.port)
+    }
+
     /// Parses `[user@]host[:port]`, optionally preceded by a name and white space
     /// (`n1 root@10.0.0.1:22`); the user defaults to `default_user`.
     pub fn parse(spec: &str, default_user: &str) -> anyhow::Result<Node> {

@@ -119,6 +119,60 @@ pub async fn remove_servers(
     Ok(())
 }
 
+/// Every kind of database stampede runs, configured as a run sets it up on `nodes`: where an
+/// earlier run's servers would be, whichever database it ran.
+pub fn every_kind(nodes: &[Node]) -> anyhow::Result<Vec<Box<dyn Db>>> {
+    Ok(vec![
+        Box::new(zookeeper::ZooKeeper::new(
+            Default::default(),
+            nodes.to_vec(),
+        )),
+        Box::new(keeperd::Keeperd::new(Default::default(), nodes)?),
+    ])
+}
+
+/// What of `db`'s servers an earlier run left on `node`, one phrase each: a server running,
+/// or its files; a fake clock moved; a layer mounted over its data. Empty when nothing is
+/// there.
+pub async fn leftovers(db: &dyn Db, control: &Control, node: &Node) -> anyhow::Result<Vec<String>> {
+    let name = db.name();
+    let mut found = Vec::new();
+    if db.is_running(control, node).await? {
+        let paused = match db.server_files(node) {
+            Some(files) => {
+                let state = format!(
+                    "ps -o stat= -p $(cat {}) 2>/dev/null || true",
+                    crate::control::shell::quote(&files.pidfile)
+                );
+                let said = control.exec(node, &state, crate::control::Retry::Idempotent);
+                said.await?.starts_with('T')
+            }
+            None => false,
+        };
+        found.push(match paused {
+            true => format!("{name} server paused"),
+            false => format!("{name} server running"),
+        });
+    } else if db.is_set_up(control, node).await? {
+        found.push(format!("{name} server's files"));
+    }
+    let data = crate::control::shell::quote(&db.data_dir(node));
+    let mut probe = format!(
+        "awk -v m={data} '$2 == m && $3 ~ /^fuse/ {{print \"FUSE layer mounted over the {name} data\"}}' /proc/self/mounts"
+    );
+    if let Some(file) = db.clock_file(node) {
+        probe.push_str(&format!(
+            "; c=$(cat {} 2>/dev/null); case \"$c\" in ''|+0|+0.000) ;; *) echo \"{name} clock faked at $c\";; esac",
+            crate::control::shell::quote(&file)
+        ));
+    }
+    let said = control
+        .exec(node, &probe, crate::control::Retry::Idempotent)
+        .await?;
+    found.extend(said.lines().filter(|l| !l.is_empty()).map(str::to_string));
+    Ok(found)
+}
+
 /// What each node says it is, in node order (`None` when it does not answer or serve).
 pub async fn modes(db: &dyn Db, nodes: &[Node]) -> Vec<Option<Mode>> {
     let asks = nodes

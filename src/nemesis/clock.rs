@@ -58,6 +58,12 @@ impl Default for ClockConfig {
 /// set it back even after a controller crash.
 pub const SKEW_MARKER: &str = "/var/lib/stampede/clock-skewed";
 
+/// A shell command that prints `clock moved (time daemon stopped)` when a clock fault moved
+/// the node's own clock and was not healed (a server's fake clock goes with its files).
+pub(super) fn leftover_probe() -> String {
+    format!("[ -f {SKEW_MARKER} ] && echo 'clock moved (time daemon stopped)'; true")
+}
+
 /// A probe of the clock as the node's server sees it (under libfaketime with its control file
 /// on the local cluster, plainly on real nodes): perl waits for one byte, then prints the
 /// wall clock in nanoseconds without starting another process.

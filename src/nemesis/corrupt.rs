@@ -196,6 +196,15 @@ fn newest<'a>(names: &'a str, prefix: &str) -> Option<&'a str> {
 }
 
 /// The backup folder of `node`.
+/// A shell command that prints `copy of a corrupted data file` when a corrupt fault on `node`
+/// was not healed.
+pub(super) fn leftover_probe(node: &Node) -> String {
+    format!(
+        "[ -e {} ] && echo 'copy of a corrupted data file'; true",
+        quote(&backup_dir(node))
+    )
+}
+
 fn backup_dir(node: &Node) -> String {
     format!("{BACKUP_ROOT}/{}", node.host)
 }

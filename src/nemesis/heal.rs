@@ -8,17 +8,31 @@ use anyhow::anyhow;
 use futures::FutureExt;
 
 use super::clock::SKEW_MARKER;
+use super::interrupts::Interrupts;
 use super::{clock, corrupt, packet, partition, trigger};
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
 
-/// Heals one node: boots its guest if it lost power, removes partition rules, disarms a log trigger, resumes a paused server,
-/// puts back a data file a corrupt fault damaged if its server is not running, restarts a
-/// server that was set up but is not running. Returns what it did.
+/// Whether a heal starts again a server that was set up but is not running (a run's heal,
+/// `stampede heal`), or leaves it stopped (the heal before a teardown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// Start every set-up server that is not running.
+    Servers,
+    /// Leave servers as they are, and forget an unfinished membership change instead of
+    /// restoring it: the servers are about to be removed.
+    Nothing,
+}
+
+/// Heals one node: boots its guest if it lost power, removes partition rules, disarms a log
+/// trigger, resumes a paused server, puts back a data file a corrupt fault damaged if its
+/// server is not running, and with [`Restart::Servers`] restarts a server that was set up but
+/// is not running. Returns what it did.
 async fn heal_node(
     control: &Control,
     db: &dyn Db,
     node: &Node,
+    restart: Restart,
 ) -> anyhow::Result<Vec<&'static str>> {
     let mut done = Vec::new();
     if super::power::power_on(control, node).await? {
@@ -61,7 +75,10 @@ async fn heal_node(
     }
     db.resume(control, node).await?;
     done.extend(corrupt::heal(control, db, node).await?);
-    if db.is_set_up(control, node).await? && !db.is_running(control, node).await? {
+    if restart == Restart::Servers
+        && db.is_set_up(control, node).await?
+        && !db.is_running(control, node).await?
+    {
         db.start(control, node).await?;
         done.push("restarted server");
     }
@@ -72,12 +89,21 @@ async fn heal_node(
 /// was interrupted included) has finished, so that none lands after the heal; an error lists
 /// each node that could not be healed.
 pub async fn heal_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
+    heal(control, db, Restart::Servers).await
+}
+
+/// Heals every node as [`heal_all`] does, starting stopped servers again and restoring the
+/// planned membership only with [`Restart::Servers`].
+pub async fn heal(control: &Control, db: &dyn Db, restart: Restart) -> anyhow::Result<()> {
     let in_flight = control.in_flight();
     if in_flight > 0 {
         tracing::info!("waiting for {in_flight} commands in flight before healing");
     }
     control.settle().await;
-    let heals = control.nodes().iter().map(|n| heal_node(control, db, n));
+    let heals = control
+        .nodes()
+        .iter()
+        .map(|n| heal_node(control, db, n, restart));
     let results = futures::future::join_all(heals).await;
     let mut failures = Vec::new();
     for (node, result) in control.nodes().iter().zip(results) {
@@ -86,7 +112,11 @@ pub async fn heal_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
             Err(e) => failures.push(format!("{}: {e:#}", node.name)),
         }
     }
-    if let Err(e) = super::reconfig::heal(control, db).await {
+    let membership = match restart {
+        Restart::Servers => super::reconfig::heal(control, db).await,
+        Restart::Nothing => super::reconfig::forget(control).await,
+    };
+    if let Err(e) = membership {
         failures.push(format!("membership: {e:#}"));
     }
     if failures.is_empty() {
@@ -117,33 +147,20 @@ pub struct OnSignal(
 );
 
 /// Runs `work` and then heals every node, whether `work` succeeded, failed, panicked or was
-/// interrupted by SIGINT/SIGTERM (which are caught from here on, so a second Ctrl-C cannot
-/// stop the healing).
+/// interrupted by SIGINT/SIGTERM (caught by `interrupts`).
 pub async fn guarded<T>(
     control: &Control,
     db: &dyn Db,
+    interrupts: &Interrupts,
     on_signal: OnSignal,
     work: impl Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<Ending<T>> {
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let work = AssertUnwindSafe(work).catch_unwind();
     tokio::pin!(work);
-    let first = tokio::select! {
-        outcome = &mut work => Ok(outcome),
-        _ = sigint.recv() => Err("SIGINT"),
-        _ = sigterm.recv() => Err("SIGTERM"),
-    };
-    let ending = match first {
-        Ok(outcome) => Ending::Finished(outcome.unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
-            Err(anyhow!("panicked: {}", what.unwrap_or_default()))
-        })),
+    let ending = match interrupts.unless(&mut work).await {
+        Ok(outcome) => Ending::Finished(outcome.unwrap_or_else(|panic| Err(panicked(panic)))),
         Err(signal) => {
-            eprintln!("{signal} received: healing every node before exiting");
+            eprintln!("{signal}: stopping the run, then healing every node");
             let OnSignal(cancel, grace) = on_signal;
             let _ = cancel.send(true);
             let _ = tokio::time::timeout(grace, &mut work).await;
@@ -152,6 +169,15 @@ pub async fn guarded<T>(
     };
     heal_all(control, db).await?;
     Ok(ending)
+}
+
+/// A caught panic as an error carrying its message.
+pub fn panicked(panic: Box<dyn std::any::Any + Send>) -> anyhow::Error {
+    let what = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+    anyhow!("panicked: {}", what.unwrap_or_default())
 }
 
 #[cfg(test)]

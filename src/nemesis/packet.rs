@@ -99,14 +99,32 @@ fn agent_pidfile(node: &Node) -> String {
 pub fn heal_command(node: &Node) -> String {
     format!(
         "for dev in $(ls /sys/class/net); do \
-         tc qdisc show dev $dev | grep -q 'qdisc netem\\|qdisc prio 1: .*bands 4' && tc qdisc del dev $dev root; done; \
+         tc qdisc show dev $dev | grep -q {qdisc} && tc qdisc del dev $dev root; done; \
          while iptables -w -t mangle -D OUTPUT -j STAMPEDE-NETEM 2>/dev/null; do :; done; \
          iptables -w -t mangle -F STAMPEDE-NETEM 2>/dev/null; iptables -w -t mangle -X STAMPEDE-NETEM 2>/dev/null; \
          f={pid}; if [ -f $f ]; then p=$(cat $f); grep -q 'agent-netem' /proc/$p/cmdline 2>/dev/null && kill -9 $p; while [ -d /proc/$p ] && grep -q 'agent-netem' /proc/$p/cmdline 2>/dev/null; do sleep 0.05; done; rm -f $f; fi; rm -f {log}; true",
+        qdisc = quote(OUR_QDISCS),
         pid = quote(&agent_pidfile(node)),
         log = quote(&format!("/var/lib/stampede/netem/{}.log", node.host)),
     )
 }
+
+/// A shell command that prints one line for each part of a packet fault on `node` (a qdisc, the
+/// queue rules, the queue agent): what [`heal_command`] removes.
+pub(super) fn leftover_probe(node: &Node) -> String {
+    format!(
+        "for dev in $(ls /sys/class/net); do \
+         tc qdisc show dev $dev | grep -q {qdisc} && echo \"packet-fault qdisc on $dev\"; done; \
+         iptables -w -t mangle -S STAMPEDE-NETEM >/dev/null 2>&1 && echo 'packet-fault queue rules'; \
+         f={pid}; [ -f $f ] && grep -q agent-netem /proc/$(cat $f)/cmdline 2>/dev/null && echo 'packet-fault agent'; true",
+        qdisc = quote(OUR_QDISCS),
+        pid = quote(&agent_pidfile(node)),
+    )
+}
+
+/// The root qdiscs stampede adds (netem, or the prio that feeds the queue agent), as a
+/// `grep` pattern over `tc qdisc show`.
+const OUR_QDISCS: &str = "qdisc netem\\|qdisc prio 1: .*bands 4";
 
 /// The NFQUEUE number the agent serves.
 const QUEUE: u16 = 7411;

@@ -20,6 +20,11 @@ const CHAIN: &str = "STAMPEDE";
 pub const HEAL_COMMAND: &str = "while iptables -w -D INPUT -j STAMPEDE 2>/dev/null; do :; done; \
      iptables -w -F STAMPEDE 2>/dev/null; iptables -w -X STAMPEDE 2>/dev/null; true";
 
+/// A shell command that prints `partition rules` when stampede's partition chain is on the
+/// node (what [`HEAL_COMMAND`] removes).
+pub(super) const LEFTOVER_PROBE: &str =
+    "iptables -w -S STAMPEDE >/dev/null 2>&1 && echo 'partition rules'; true";
+
 /// How a partition picks its sides.
 #[derive(Clone)]
 pub enum PartitionSpec {

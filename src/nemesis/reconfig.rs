@@ -50,6 +50,25 @@ fn marker(node: &Node) -> String {
     format!("/var/lib/stampede/reconfigured-{}", node.host)
 }
 
+/// A shell command that prints `membership change` when a membership change on `node` was
+/// started and not undone.
+pub(super) fn leftover_probe(node: &Node) -> String {
+    format!("[ -f {} ] && echo 'membership change'; true", marker(node))
+}
+
+/// Forgets a membership change on every node (its marker), once the servers it changed are
+/// removed: nothing is left to restore.
+pub(super) async fn forget(control: &Control) -> anyhow::Result<()> {
+    let removals = control.nodes().iter().map(|node| {
+        let cmd = format!("rm -f {}", marker(node));
+        async move { control.exec(node, &cmd, Retry::Idempotent).await }
+    });
+    for result in futures::future::join_all(removals).await {
+        result?;
+    }
+    Ok(())
+}
+
 /// How many voters a change may take out of `planned`: what leaves a majority voting.
 pub fn most_removable(planned: usize) -> usize {
     planned - (planned / 2 + 1)

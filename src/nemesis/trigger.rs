@@ -144,6 +144,14 @@ fn disarm_command(node: &Node) -> String {
     )
 }
 
+/// A shell command that prints `log-trigger agent` when `node`'s trigger agent runs.
+pub(super) fn leftover_probe(node: &Node) -> String {
+    format!(
+        "f={}; [ -f $f ] && grep -q agent-trigger /proc/$(cat $f)/cmdline 2>/dev/null && echo 'log-trigger agent'; true",
+        quote(&agent_file(node, "pid"))
+    )
+}
+
 /// The shell command `stampede heal` runs: disarms `node`'s trigger agent, if any (before the
 /// partition rules are removed, so that a drop cannot land after them).
 pub fn heal_command(node: &Node) -> String {
