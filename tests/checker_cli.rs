@@ -4,7 +4,9 @@
 //! (`valid-*` exits 0, `invalid-*` exits 1), alone and with its folder checked in one run;
 //! and `stampede check` on run folders written by an earlier stampede
 //! (`tests/fixtures/before-redesign/`) and on hand-made run folders of the workloads judged by
-//! their own checkers (`tests/fixtures/runs/`).
+//! their own checkers (`tests/fixtures/runs/`). Nothing is judged from nothing: a history
+//! without a client operation is an error, a run that did not finish is never valid, and a
+//! folder is either a results folder or a folder of histories, never both.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -150,6 +152,11 @@ fn a_results_folder_checked_with_a_model_writes_results_and_timeline_to_the_outp
     let dir = tempfile::tempdir().unwrap();
     let history = fixtures().join("versioned-register/invalid-lost-write.jsonl");
     std::fs::copy(&history, dir.path().join("history.jsonl")).unwrap();
+    std::fs::copy(
+        finished_register_run().join("test.yaml"),
+        dir.path().join("test.yaml"),
+    )
+    .unwrap();
     let output = dir.path().join("out");
     let out = stampede(&[
         "check",
@@ -162,6 +169,11 @@ fn a_results_folder_checked_with_a_model_writes_results_and_timeline_to_the_outp
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("smallest failing window"), "{stdout}");
+    let taken = format!(
+        "checking {}: a results folder (its history.jsonl checked against the model given)\n",
+        dir.path().display()
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), taken);
     let timeline = std::fs::read_to_string(output.join("timeline.html")).unwrap();
     assert!(
         timeline.contains("<h2>Marked operations</h2>"),
@@ -358,12 +370,18 @@ fn run_folders(group: &str) -> Vec<(PathBuf, Vec<PathBuf>)> {
 }
 
 /// `stampede check` on a copy of run folder `run` in `scratch` (a check rewrites a results
-/// folder in place), with `files` copied: its output and the `results.json` it wrote.
+/// folder in place), with `files` copied: its output and the `results.json` it wrote. A
+/// hand-made run folder (`files` without `results.json`) stands for a finished run: its copy
+/// gets the `results.json` a run's controller writes once it healed, nothing in it that a
+/// check reads back (not aborted, no replicas compared, no summary).
 fn check_copy(run: &Path, scratch: &Path, files: &[&str]) -> (Output, serde_json::Value) {
     let copy = scratch.join(run.file_name().unwrap());
     std::fs::create_dir_all(&copy).unwrap();
     for file in files {
         std::fs::copy(run.join(file), copy.join(file)).unwrap();
+    }
+    if !files.contains(&"results.json") {
+        std::fs::write(copy.join("results.json"), r#"{"valid": "unknown"}"#).unwrap();
     }
     let out = stampede(&["check", copy.to_str().unwrap()]);
     let results = std::fs::read(copy.join("results.json")).unwrap();
@@ -584,4 +602,196 @@ fn watch_runs_are_judged_per_anomaly_class() {
     }
     std::fs::remove_dir_all(&work).unwrap();
     assert!(judged.0 >= 8 && judged.1 >= 7, "{judged:?}");
+}
+
+/// The stored run of the register workload under kills (`tests/fixtures/before-redesign/`),
+/// a finished run: `test.yaml`, `history.jsonl` and the `results.json` its controller wrote.
+fn finished_register_run() -> PathBuf {
+    let (_, runs) = run_folders("before-redesign")
+        .into_iter()
+        .find(|(test, _)| test.ends_with("register-kill"))
+        .unwrap();
+    runs[0].clone()
+}
+
+/// `stampede check` on a history without a client operation (an empty file, a blank one,
+/// only the nemesis's operations) is an error naming the file and why, alone or beside a
+/// history that still gets its verdict.
+#[test]
+fn nothing_is_judged_from_a_history_without_client_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let nemesis_only = "{\"index\":0,\"time\":0,\"type\":\"info\",\"process\":\"nemesis\",\"f\":\"start-kill\",\"value\":null}\n\
+         {\"index\":1,\"time\":5,\"type\":\"info\",\"process\":\"nemesis\",\"f\":\"stop-kill\",\"value\":null}\n";
+    let cases = [
+        ("empty.jsonl", "", "the history is empty"),
+        ("blank.jsonl", "  \n\n\t\n", "the history is empty"),
+        (
+            "faults.jsonl",
+            nemesis_only,
+            "the history holds only 2 nemesis operations",
+        ),
+    ];
+    let mut all = vec!["check".to_string()];
+    for (name, text, why) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let f = file.to_str().unwrap();
+        let out = stampede(&["check", f]);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("error: {f}: no operations to judge ({why})\n")
+        );
+        assert!(out.stdout.is_empty(), "{name}: no verdict");
+        all.push(f.to_string());
+    }
+    let valid = fixtures().join("versioned-register/valid-open-write-at-end.jsonl");
+    all.push(valid.to_str().unwrap().to_string());
+    let out = stampede(&all.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    for ((name, _, why), line) in cases.iter().zip(&lines) {
+        let file = dir.path().join(name);
+        let said = format!("{}: error: no operations to judge ({why})", file.display());
+        assert_eq!(*line, said);
+    }
+    assert!(
+        lines[3].contains("valid-open-write-at-end.jsonl: verdict: valid"),
+        "{stdout}"
+    );
+    assert!(
+        lines[4].starts_with("4 histories: 1 valid, 0 INVALID, 0 unknown, 3 errors"),
+        "{stdout}"
+    );
+}
+
+/// A results folder whose run did not finish (its controller was killed before the heal and
+/// the replica comparison, so it wrote no `results.json`) is never valid: unknown when its
+/// checkers find nothing, and so again after the check wrote a `results.json` into it (which
+/// says so); INVALID when its history shows an anomaly.
+#[test]
+fn a_run_that_did_not_finish_is_at_best_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let finished = finished_register_run();
+    let run = dir.path().join("killed");
+    std::fs::create_dir(&run).unwrap();
+    for file in ["history.jsonl", "test.yaml"] {
+        std::fs::copy(finished.join(file), run.join(file)).unwrap();
+    }
+    let unfinished = "verdict: unknown (the run did not finish: no results.json: its controller \
+                      stopped before the heal and the replica comparison); ";
+    for judging in ["first", "again"] {
+        let out = stampede(&["check", run.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{judging}: {}", last_line(&out));
+        assert!(
+            last_line(&out).starts_with(unfinished),
+            "{judging}: {}",
+            last_line(&out)
+        );
+        let taken = format!(
+            "checking {}: a results folder (judged as its run did)\n",
+            run.display()
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stderr), taken);
+        let results: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("results.json")).unwrap()).unwrap();
+        assert_eq!(results["valid"], "unknown", "{judging}");
+        assert_eq!(
+            results["unfinished"],
+            "no results.json: its controller stopped before the heal and the replica comparison",
+            "{judging}"
+        );
+    }
+
+    // The same run with a read of a value nobody wrote: an anomaly is a fact, finished or not.
+    let anomalous = dir.path().join("killed-anomalous");
+    std::fs::create_dir(&anomalous).unwrap();
+    std::fs::copy(finished.join("test.yaml"), anomalous.join("test.yaml")).unwrap();
+    let mut history = std::fs::read_to_string(finished.join("history.jsonl")).unwrap();
+    let next = history.lines().count();
+    for (i, (kind, value)) in [("invoke", "null"), ("ok", "-7")].into_iter().enumerate() {
+        history.push_str(&format!(
+            "{{\"index\":{},\"time\":{},\"type\":\"{kind}\",\"process\":5,\"f\":\"read\",\
+             \"value\":{value},\"key\":\"4\",\"node\":\"n2\",\"zxid\":8589934641,\"version\":28}}\n",
+            next + i,
+            20_000_000_000u64 + i as u64
+        ));
+    }
+    std::fs::write(anomalous.join("history.jsonl"), history).unwrap();
+    let out = stampede(&["check", anomalous.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", last_line(&out));
+    assert!(
+        last_line(&out).starts_with("verdict: INVALID under "),
+        "{}",
+        last_line(&out)
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(anomalous.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["valid"], false);
+    assert!(
+        results["unfinished"].is_string(),
+        "{}",
+        results["unfinished"]
+    );
+}
+
+/// A folder without `test.yaml` is a folder of histories even when one of them is named
+/// `history.jsonl`: every file in it is checked, `check` says it took it so, and nothing is
+/// written into it (with `--output`, everything goes there instead).
+#[test]
+fn a_folder_with_a_history_jsonl_among_other_histories_checks_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let histories = dir.path().join("histories");
+    std::fs::create_dir(&histories).unwrap();
+    let cases = fixtures().join("versioned-register");
+    for (name, to) in [
+        ("valid-open-write-at-end.jsonl", "history.jsonl"),
+        ("invalid-write-answered-no-node.jsonl", "other.jsonl"),
+    ] {
+        std::fs::copy(cases.join(name), histories.join(to)).unwrap();
+    }
+    let files = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    let h = histories.to_str().unwrap();
+    let output = dir.path().join("out");
+    for with_output in [false, true] {
+        let mut args = vec!["check", h];
+        if with_output {
+            args.extend(["--output", output.to_str().unwrap()]);
+        }
+        let out = stampede(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{stdout}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("checking {h}: a folder of 2 histories\n")
+        );
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 3, "{stdout}");
+        assert!(
+            lines[0].starts_with(&format!("{h}/history.jsonl: verdict: valid")),
+            "{stdout}"
+        );
+        assert!(
+            lines[1].starts_with(&format!("{h}/other.jsonl: verdict: INVALID")),
+            "{stdout}"
+        );
+        assert_eq!(
+            files(&histories),
+            ["history.jsonl", "other.jsonl"],
+            "nothing written into the folder"
+        );
+    }
+    assert_eq!(files(&output), ["histories", "other.jsonl"]);
+    assert_eq!(
+        files(&output.join("histories")),
+        ["results.json", "timeline.html"]
+    );
 }

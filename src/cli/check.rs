@@ -8,17 +8,35 @@ use super::check_file::{self, Checker, FileOptions, Judged};
 use crate::checker::formats::Format;
 use crate::checker::models::{FailedCas, NilRead};
 use crate::checker::parallel;
+use crate::store::RunFolder;
 
 /// What `stampede check --help` says after the flags.
 pub const AFTER_HELP: &str = "\
-Each PATH is a history file, a results folder (one with a history.jsonl: judged again \
+Each PATH is a history file, a results folder or a folder of histories. A folder is one or \
+the other, never both, and a line on standard error says which it was taken for before the \
+verdicts.
+
+A results folder is one a run left (it has a test.yaml or a results.json). It is judged again \
 exactly as its run judged it, its results.json, timeline.html and plots rewritten in place; \
-with --model its history.jsonl is checked against that model instead), or a folder of \
-history files (*.edn, *.jsonl, *.json, *.log, *.txt, and results folders, in it and in \
-its folders below, links passed over). Several \
-histories are checked in parallel: one verdict line per history, then a summary line; the \
-exit code is the worst of them (0 valid, 1 invalid, 2 unknown or error), and a history that \
-cannot be read gets its one-line error as its verdict line while the others still run.
+with --model its history.jsonl is checked against that model instead. A run finished only \
+if its controller wrote results.json, which it does after the heal and the replica \
+comparison: a folder without one (its controller was killed, or is still running) is never \
+valid, at best unknown (the run did not finish), invalid if the checkers find anomalies; \
+the results.json the check writes there says the run did not finish, so it stays so when \
+judged again.
+
+A folder of histories is any other folder: every history file in it and in its folders \
+below (*.edn, *.jsonl, *.json, *.log, *.txt, a history.jsonl among them; links passed over) \
+is checked, and every results folder below is judged as its run did. Nothing is written into \
+it unless --output is given.
+
+Nothing is judged from nothing: a history file without a client operation (empty, blank, or \
+only nemesis operations) is an error, and a run whose history has none is at best unknown.
+
+Several histories are checked in parallel: one verdict line per history, then a summary line; \
+the exit code is the worst of them (0 valid, 1 invalid, 2 unknown or error), and a history \
+that cannot be read or has nothing to judge gets its one-line error as its verdict line while \
+the others still run.
 
 Models follow Knossos (knossos.model), read from a history as Knossos reads it: a failed \
 operation did not happen, an ok one takes its completion's value, a crashed (info or never \
@@ -118,7 +136,10 @@ const HISTORY_ENDINGS: [&str; 5] = ["edn", "jsonl", "json", "log", "txt"];
 /// Runs `stampede check`: one history's full report, or one verdict line per history and a
 /// summary; the exit code is the worst verdict.
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let (found, many) = collect(&args.paths, args.model.is_some())?;
+    let (found, many, taken) = collect(&args.paths, args.model.is_some())?;
+    for line in taken {
+        eprintln!("{line}");
+    }
     let inputs = with_outputs(found, args.output.as_deref(), many);
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -171,10 +192,16 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(worst))
 }
 
-/// The inputs `paths` name, and whether they are several (a folder of histories counts as
-/// several). A path that does not exist, or a folder without histories, is an error.
-fn collect(paths: &[PathBuf], model_given: bool) -> anyhow::Result<(Vec<Input>, bool)> {
+/// The inputs `paths` name, whether they are several (a folder of histories counts as
+/// several), and for each folder the line saying what it was taken for: a results folder
+/// ([`RunFolder::is_run`]) or a folder of histories, never both. A path that does not exist,
+/// or a folder without histories, is an error.
+fn collect(
+    paths: &[PathBuf],
+    model_given: bool,
+) -> anyhow::Result<(Vec<Input>, bool, Vec<String>)> {
     let mut inputs = Vec::new();
+    let mut taken = Vec::new();
     let mut many = paths.len() > 1;
     for path in paths {
         anyhow::ensure!(path.exists(), "{}: no such file or folder", path.display());
@@ -182,8 +209,16 @@ fn collect(paths: &[PathBuf], model_given: bool) -> anyhow::Result<(Vec<Input>, 
             inputs.push(Input::File(path.clone(), None));
             continue;
         }
-        if let Some(input) = results_folder(path, model_given) {
-            inputs.push(input);
+        if RunFolder::is_run(path) {
+            inputs.push(results_folder(path, model_given));
+            let how = match model_given {
+                false => "judged as its run did",
+                true => "its history.jsonl checked against the model given",
+            };
+            taken.push(format!(
+                "checking {}: a results folder ({how})",
+                path.display()
+            ));
             continue;
         }
         many = true;
@@ -194,18 +229,39 @@ fn collect(paths: &[PathBuf], model_given: bool) -> anyhow::Result<(Vec<Input>, 
             "{}: a folder without history files or results folders",
             path.display()
         );
+        taken.push(format!(
+            "checking {}: {}",
+            path.display(),
+            folder_of_histories(&inputs[before..])
+        ));
     }
-    Ok((inputs, many))
+    Ok((inputs, many, taken))
 }
 
-/// The folder `dir` as a results folder (one with a `history.jsonl`), if it is one: judged as
-/// its run did, or its history checked against the model given.
-fn results_folder(dir: &Path, model_given: bool) -> Option<Input> {
-    let history = dir.join("history.jsonl");
-    match (history.is_file(), model_given) {
-        (true, true) => Some(Input::File(history, None)),
-        (true, false) => Some(Input::Results(dir.to_path_buf())),
-        (false, _) => None,
+/// The results folder `dir`: judged as its run did, or its history checked against the model
+/// given.
+fn results_folder(dir: &Path, model_given: bool) -> Input {
+    match model_given {
+        true => Input::File(RunFolder::open(dir).history_path(), None),
+        false => Input::Results(dir.to_path_buf()),
+    }
+}
+
+/// What a folder of histories holds, from the inputs found in it: `a folder of 3 histories`,
+/// with how many of them are results folders judged as their runs did.
+fn folder_of_histories(found: &[Input]) -> String {
+    let runs = found
+        .iter()
+        .filter(|i| matches!(i, Input::Results(_)))
+        .count();
+    let histories = match found.len() {
+        1 => "a folder of 1 history".to_string(),
+        n => format!("a folder of {n} histories"),
+    };
+    match runs {
+        0 => histories,
+        1 => format!("{histories} (1 of them a results folder, judged as its run did)"),
+        n => format!("{histories} ({n} of them results folders, judged as their runs did)"),
     }
 }
 
@@ -227,9 +283,9 @@ fn gather(dir: &Path, model_given: bool, inputs: &mut Vec<Input>) -> anyhow::Res
             continue;
         }
         if kind.is_dir() {
-            match results_folder(&entry, model_given) {
-                Some(input) => inputs.push(input),
-                None => gather(&entry, model_given, inputs)?,
+            match RunFolder::is_run(&entry) {
+                true => inputs.push(results_folder(&entry, model_given)),
+                false => gather(&entry, model_given, inputs)?,
             }
         } else if HISTORY_ENDINGS.contains(&ending) {
             inputs.push(Input::File(entry, None));

@@ -9,7 +9,7 @@ use crate::checker::formats::{self, Format};
 use crate::checker::models::{FailedCas, NilRead};
 use crate::checker::result::write_results;
 use crate::checker::{check_history, zookeeper, CheckOptions, ModelKind};
-use crate::history::Op;
+use crate::history::{nothing_to_judge, Op};
 use crate::report::timeline;
 
 /// Which checker judges a history.
@@ -54,10 +54,13 @@ pub struct Judged {
 }
 
 /// Reads and judges the history `file`, writing `results.json` and `timeline.html` into
-/// `output` if given. Errors (a file that does not parse, an op the model cannot read) name
-/// the file.
+/// `output` if given. Errors (a file that does not parse, one without a client operation to
+/// judge, an op the model cannot read) name the file.
 pub fn judge(file: &Path, opts: &FileOptions, output: Option<&Path>) -> anyhow::Result<Judged> {
     let (ops, format) = formats::read(file, opts.format)?;
+    if let Some(why) = nothing_to_judge(&ops) {
+        anyhow::bail!("{}: no operations to judge ({why})", file.display());
+    }
     let jepsen = matches!(format, Format::Edn | Format::JepsenLog);
     let model = match opts.checker {
         Some(Checker::Zookeeper) => return judge_zookeeper(file, &ops, output),

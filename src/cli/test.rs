@@ -98,6 +98,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         let judging = super::verdict::Judging {
             folder: &member.folder,
             aborted: executed.aborted.as_deref(),
+            unfinished: None,
             config: Some(&member.config),
             replicas: Some(&executed.replicas),
         };

@@ -12,7 +12,7 @@ use crate::checker::formats::{self, Format};
 use crate::checker::lost::check_lost;
 use crate::checker::replicas::Replicas;
 use crate::checker::result::{Counts, Validity};
-use crate::history::{Op, OpType, Process};
+use crate::history::{nothing_to_judge, Op, OpType, Process};
 use crate::report::timeline;
 use crate::store::{Results, RunFolder, TestConfig, SCHEMA};
 use crate::workload::{self, Judged, Workload};
@@ -31,6 +31,9 @@ pub struct Judging<'a> {
     pub folder: &'a RunFolder,
     /// Why the run stopped early, if it did.
     pub aborted: Option<&'a str>,
+    /// Why the run did not finish, if it did not (see `unfinished_reason`; a run judged by
+    /// its own controller always finished).
+    pub unfinished: Option<&'a str>,
     /// The run's configuration (`None` for a folder without `test.yaml`: then whether faults
     /// were planned is read from the history's nemesis operations).
     pub config: Option<&'a TestConfig>,
@@ -52,10 +55,12 @@ pub fn judge(
 }
 
 /// Folds what every run is judged on into a checker's part: facts of lost state and replicas
-/// that diverged (either makes it invalid), replicas that could not all be compared and the
-/// run's exposure to faults (either makes it at best unknown), the outcomes per function; writes `results.json` and `timeline.html` and
-/// forms the line: `verdict: <word> under <exposure>` (or `unknown (<why>)` when aborted or not
-/// exposed as planned), then `; <checker's part>; [LOST STATE: …; ]operations …[; replicas: …]`.
+/// that diverged (either makes it invalid), replicas that could not all be compared, a run
+/// that was aborted or did not finish, a history without client operations and the run's
+/// exposure to faults (each makes it at best unknown), the outcomes per function; writes
+/// `results.json` and `timeline.html` and forms the line: `verdict: <word> under <exposure>`
+/// (or `unknown (<why>)` when aborted, unfinished, without operations or not exposed as
+/// planned), then `; <checker's part>; [LOST STATE: …; ]operations …[; replicas: …]`.
 fn finish(
     j: &Judging,
     workload: &dyn Workload,
@@ -71,18 +76,26 @@ fn finish(
         true => checked.valid.and(replicas),
         false => Validity::Invalid,
     };
-    let (valid, word) = match (found, j.aborted, exposure.shortfall()) {
-        (Validity::Invalid, ..) => (
+    let not_valid_because = j
+        .aborted
+        .map(|why| format!("aborted: {why}"))
+        .or_else(|| {
+            j.unfinished
+                .map(|why| format!("the run did not finish: {why}"))
+        })
+        .or_else(|| nothing_to_judge(ops).map(|why| format!("no operations to judge: {why}")))
+        .or_else(|| exposure.shortfall());
+    let (valid, word) = match (found, not_valid_because) {
+        (Validity::Invalid, _) => (
             Validity::Invalid,
             format!("INVALID under {}", exposure.summary()),
         ),
-        (_, Some(why), _) => (Validity::Unknown, format!("unknown (aborted: {why})")),
-        (_, None, Some(shortfall)) => (Validity::Unknown, format!("unknown ({shortfall})")),
-        (Validity::Unknown, None, None) => (
+        (_, Some(why)) => (Validity::Unknown, format!("unknown ({why})")),
+        (Validity::Unknown, None) => (
             Validity::Unknown,
             format!("unknown under {}", exposure.summary()),
         ),
-        (Validity::Valid, None, None) => (
+        (Validity::Valid, None) => (
             Validity::Valid,
             format!("valid under {}", exposure.summary()),
         ),
@@ -114,6 +127,7 @@ fn finish(
         valid,
         verdict_line: Some(line.clone()),
         aborted: j.aborted.map(str::to_string),
+        unfinished: j.unfinished.map(str::to_string),
         figures: workload.figures(&checks),
         exposure: Some(exposure),
         lost: Some(lost),
@@ -181,13 +195,35 @@ fn operations_summary(counts: &BTreeMap<String, Counts>) -> String {
     line
 }
 
+/// Why a run whose folder has no `results.json` did not finish.
+const NO_RESULTS: &str =
+    "no results.json: its controller stopped before the heal and the replica comparison";
+
+/// Why the stored run whose `results.json` read back as `stored` did not finish, if it did
+/// not: the one rule of what a finished run is. Its controller writes `results.json` only
+/// after the heal and the replica comparison, so a folder without one holds a run stopped
+/// before them (its controller killed, or still running), and one that does not read was cut
+/// off while being written; a `results.json` that `stampede check` wrote into such a folder
+/// keeps the reason, so that judging the run again never makes it look finished.
+fn unfinished_reason(stored: &anyhow::Result<Option<Results>>) -> Option<String> {
+    match stored {
+        Ok(Some(results)) => results.unfinished.clone(),
+        Ok(None) => Some(NO_RESULTS.to_string()),
+        Err(e) => Some(format!("{e:#}")),
+    }
+}
+
 /// Judges the stored run in `dir` again, exactly as the run itself did (a run that was aborted
-/// stays aborted, replicas that diverged stay diverged), rewriting its `results.json`, `timeline.html` and plots (a run whose
-/// controller was killed gets them here for the first time).
+/// stays aborted, replicas that diverged stay diverged, a run that did not finish is at best
+/// unknown), rewriting its `results.json`, `timeline.html` and plots (a run whose controller
+/// was killed gets them here for the first time, its `results.json` saying it did not
+/// finish).
 pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
     let folder = RunFolder::open(dir);
     let (ops, _) = formats::read(&folder.history_path(), Format::Jsonl)?;
-    let mut previous_results = folder.read_results().ok().flatten();
+    let stored = folder.read_results();
+    let unfinished = unfinished_reason(&stored);
+    let mut previous_results = stored.ok().flatten();
     let aborted = previous_results.as_ref().and_then(|r| r.aborted.clone());
     let mut kept = |check: &str| previous_results.as_mut()?.checks.remove(check);
     let summary = kept("run");
@@ -196,6 +232,7 @@ pub fn recheck_dir(dir: &Path) -> anyhow::Result<Verdict> {
     let j = Judging {
         folder: &folder,
         aborted: aborted.as_deref(),
+        unfinished: unfinished.as_deref(),
         config: test.as_ref(),
         replicas: replicas.as_ref(),
     };
@@ -217,12 +254,9 @@ mod replicas_tests {
     use super::*;
     use crate::history::testing::{complete, history, invoke};
 
-    /// Judges a valid register history in a fresh folder with `replicas` compared; returns
-    /// the verdict and what `results.json` says.
-    fn judged(replicas: &Replicas) -> (Verdict, Results) {
-        let dir = tempfile::tempdir().unwrap();
-        let folder = RunFolder::open(dir.path());
-        let ops = history(&[
+    /// A valid register history: a write, then a read of it.
+    pub(super) fn valid_register_history() -> Vec<Op> {
+        history(&[
             invoke(1, "write", "1").with_key("0"),
             complete(1, "ok", "write", "1")
                 .with_key("0")
@@ -233,10 +267,19 @@ mod replicas_tests {
                 .with_key("0")
                 .with_zxid(2)
                 .with_version(1),
-        ]);
+        ])
+    }
+
+    /// Judges a valid register history in a fresh folder with `replicas` compared; returns
+    /// the verdict and what `results.json` says.
+    fn judged(replicas: &Replicas) -> (Verdict, Results) {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = RunFolder::open(dir.path());
+        let ops = valid_register_history();
         let j = Judging {
             folder: &folder,
             aborted: None,
+            unfinished: None,
             config: None,
             replicas: Some(replicas),
         };
@@ -323,5 +366,66 @@ mod replicas_tests {
             unreadable.describe(),
             "read back by `stampede check`"
         );
+    }
+}
+
+#[cfg(test)]
+mod unfinished_tests {
+    use super::replicas_tests::valid_register_history;
+    use super::*;
+    use crate::history::testing::history_ms;
+
+    /// A run folder holding `ops` as its history and `results` as its `results.json`, judged
+    /// again: the verdict and the `results.json` the check wrote.
+    fn rechecked(ops: &[Op], results: &str) -> (Verdict, Results) {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = RunFolder::open(dir.path());
+        let lines: Vec<String> = ops
+            .iter()
+            .map(|op| serde_json::to_string(op).unwrap() + "\n")
+            .collect();
+        std::fs::write(folder.history_path(), lines.concat()).unwrap();
+        std::fs::write(folder.results_path(), results).unwrap();
+        let verdict = recheck_dir(dir.path()).unwrap();
+        (verdict, folder.read_results().unwrap().unwrap())
+    }
+
+    #[test]
+    fn a_run_whose_results_json_does_not_read_did_not_finish() {
+        let ops = valid_register_history();
+        let (valid, _) = rechecked(&ops, r#"{"valid": "unknown"}"#);
+        assert_eq!(valid.exit_code, 0, "{}", valid.line);
+        // Cut off while being written: the controller was killed before it finished.
+        let (cut, results) = rechecked(&ops, r#"{"valid": tr"#);
+        assert_eq!(cut.exit_code, 2, "{}", cut.line);
+        assert!(
+            cut.line
+                .starts_with("verdict: unknown (the run did not finish: "),
+            "{}",
+            cut.line
+        );
+        assert!(cut.line.contains("not a results file"), "{}", cut.line);
+        assert_eq!(results.valid, Validity::Unknown);
+        assert!(results.unfinished.is_some(), "kept for the next check");
+    }
+
+    #[test]
+    fn a_finished_run_without_client_operations_is_at_best_unknown() {
+        let faults = history_ms(&[
+            (0, OpType::Info, None, "start-kill", serde_json::Value::Null),
+            (5, OpType::Info, None, "stop-kill", serde_json::Value::Null),
+        ]);
+        let (v, results) = rechecked(&faults, r#"{"valid": "unknown"}"#);
+        assert_eq!(v.exit_code, 2, "{}", v.line);
+        assert!(
+            v.line.starts_with(
+                "verdict: unknown (no operations to judge: the history holds only 2 nemesis \
+                 operations); "
+            ),
+            "{}",
+            v.line
+        );
+        assert_eq!(results.valid, Validity::Unknown);
+        assert_eq!(results.unfinished, None, "it finished");
     }
 }

@@ -97,6 +97,23 @@ pub struct Op {
     pub version: Option<i32>,
 }
 
+/// Why a history leaves nothing to judge, if it does: it holds no client operation at all
+/// (it is empty, or holds only the nemesis's operations). A verdict judged from such a history
+/// would say nothing of the database.
+pub fn nothing_to_judge(ops: &[Op]) -> Option<String> {
+    if ops
+        .iter()
+        .any(|op| matches!(op.process, Process::Client(_)))
+    {
+        return None;
+    }
+    Some(match ops.len() {
+        0 => "the history is empty".to_string(),
+        1 => "the history holds only 1 nemesis operation".to_string(),
+        n => format!("the history holds only {n} nemesis operations"),
+    })
+}
+
 mod faults;
 mod quantiles;
 mod recorder;
@@ -106,3 +123,27 @@ pub mod testing;
 pub use faults::{fault_intervals, FaultInterval};
 pub use quantiles::Quantiles;
 pub use recorder::{Meta, Recorder};
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{complete, history, history_ms, invoke};
+    use super::*;
+
+    #[test]
+    fn a_history_without_client_operations_leaves_nothing_to_judge() {
+        assert_eq!(
+            nothing_to_judge(&[]).as_deref(),
+            Some("the history is empty")
+        );
+        let faults = history_ms(&[
+            (0, OpType::Info, None, "start-kill", serde_json::Value::Null),
+            (5, OpType::Info, None, "stop-kill", serde_json::Value::Null),
+        ]);
+        assert_eq!(
+            nothing_to_judge(&faults).as_deref(),
+            Some("the history holds only 2 nemesis operations")
+        );
+        let read = history(&[invoke(1, "read", "null"), complete(1, "ok", "read", "1")]);
+        assert_eq!(nothing_to_judge(&read), None);
+    }
+}

@@ -29,6 +29,11 @@ pub struct Results {
     /// Why the run stopped early, if it did.
     #[serde(default)]
     pub aborted: Option<String>,
+    /// Why the run did not finish, when `stampede check` judged a folder its run left without
+    /// a `results.json` (its controller stopped before the heal and the replica comparison):
+    /// this file, written by the check, does not make the run finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished: Option<String>,
     /// The faults the run met.
     #[serde(default)]
     pub exposure: Option<Exposure>,
