@@ -1,11 +1,12 @@
 //! The nightly VM path end to end on one machine: `stampede vm up` boots three fresh Debian
-//! guests under qemu, the playbook in `ansible/` provisions them over SSH as it would cloud
-//! VMs, and a set test against ZooKeeper on them runs under a follower's partition, a
-//! system-clock jump, tc netem (delay, loss, duplication, reordering) and a power loss at the
-//! emulator, and must be judged valid (no acknowledged add lost, none vanished), each fault
-//! having taken effect as a real kernel shows it; the guests' time daemon puts a clock moved
-//! 5 s back by itself, from the time server `vm up` runs; then `stampede vm down` leaves
-//! nothing behind. Runs as root only (taps, bridge, qemu); says so when skipped.
+//! guests under qemu, `stampede vm provision` runs the playbook in `ansible/` on them over SSH
+//! as on cloud VMs (installing ansible first where it is missing), and a set test against
+//! ZooKeeper on them runs under a follower's partition, a system-clock jump, tc netem (delay,
+//! loss, duplication, reordering) and a power loss at the emulator, and must be judged valid
+//! (no acknowledged add lost, none vanished), each fault having taken effect as a real kernel
+//! shows it; the guests' time daemon puts a clock moved 5 s back by itself, from the time
+//! server `vm up` runs; then `stampede vm down` leaves nothing behind. Runs as root only
+//! (taps, bridge, qemu); says so when skipped.
 
 mod common;
 
@@ -178,7 +179,6 @@ fn guests_are_provisioned_by_the_playbook_and_zookeeper_on_them_survives_real_fa
         eprintln!("skipped: VM guests need root (taps, bridge, qemu); run the test suite as root");
         return;
     }
-    common::ensure_ansible();
     let vms = Vms::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
 
@@ -202,22 +202,17 @@ fn guests_are_provisioned_by_the_playbook_and_zookeeper_on_them_survives_real_fa
     let (key, known_hosts) = (vms.dir().join("id_ed25519"), vms.dir().join("known_hosts"));
 
     let started = Instant::now();
-    let provision = Command::new("ansible-playbook")
-        .arg("-i")
-        .arg(&inventory)
-        .arg("ansible/stampede.yml")
-        .arg("-e")
-        .arg(format!("stampede_ssh_public_key={}.pub", key.display()))
-        .arg(format!(
-            "--ssh-common-args=-o UserKnownHostsFile={}",
-            known_hosts.display()
-        ))
-        .current_dir(root)
-        .env("ANSIBLE_NOCOLOR", "1")
-        .output()
-        .expect("cannot run ansible-playbook");
+    let playbook = root.join("ansible/stampede.yml").display().to_string();
+    let provision = vms.stampede(&[
+        "vm",
+        "provision",
+        "--name",
+        &vms.name,
+        "--playbook",
+        &playbook,
+    ]);
     let played = text(&provision);
-    assert!(provision.status.success(), "the playbook failed:\n{played}");
+    assert!(provision.status.success(), "vm provision failed:\n{played}");
     assert!(
         played.contains("failed=0") && !played.contains("unreachable=1"),
         "{played}"

@@ -3,11 +3,12 @@
 //! inventory (which is also stampede's nodes file) and a known_hosts file for them. The
 //! guests come fresh from the image (a sudoer `debian` with a password and the provider's
 //! key, nothing of stampede's installed): the playbook in `ansible/` provisions them as it
-//! would cloud VMs. A guest's emulator can be killed and booted again ([`power_off`],
-//! [`power_on`]): the power-loss nemesis.
+//! would cloud VMs ([`provision`]). A guest's emulator can be killed and booted again
+//! ([`power_off`], [`power_on`]): the power-loss nemesis.
 
 mod image;
 mod ntp;
+mod provision;
 mod qemu;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -20,6 +21,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 pub use ntp::serve as serve_time;
+pub use provision::{provision, DEFAULT_PLAYBOOK};
 pub use qemu::Backend;
 
 use super::local;
