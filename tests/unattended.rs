@@ -13,6 +13,8 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{last_line, text, TestCluster};
@@ -239,13 +241,16 @@ fn sigint_during_setup_leaves_nothing(cluster: &TestCluster) {
 
 /// A server on the controller's side of the bridge that sends an HTTP answer one byte per
 /// 100 ms for about 8 s: an install from it lasts long enough to be interrupted. Returns its
-/// URL.
-fn trickling_tarball(cluster: &TestCluster) -> String {
+/// URL and the count of downloads begun.
+fn trickling_tarball(cluster: &TestCluster) -> (String, Arc<AtomicUsize>) {
     let listener = std::net::TcpListener::bind(format!("{}254:0", cluster.net())).unwrap();
     let port = listener.local_addr().unwrap().port();
+    let begun = Arc::new(AtomicUsize::new(0));
+    let count = begun.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
+            count.fetch_add(1, Ordering::SeqCst);
             std::thread::spawn(move || {
                 let body = 80;
                 let head = format!("HTTP/1.0 200 OK\r\nContent-Length: {body}\r\n\r\n");
@@ -259,24 +264,25 @@ fn trickling_tarball(cluster: &TestCluster) -> String {
             });
         }
     });
-    format!(
+    let url = format!(
         "http://{}254:{port}/apache-zookeeper-bin.tar.gz",
         cluster.net()
-    )
+    );
+    (url, begun)
 }
 
 /// SIGINT while ZooKeeper is being installed (a release tarball downloaded by the nodes):
 /// the run waits for the commands it sent, removes what they left, and a normal run is valid.
 fn sigint_during_install_leaves_nothing(cluster: &TestCluster) {
-    let url = trickling_tarball(cluster);
+    let (url, downloads) = trickling_tarball(cluster);
     let mut run = Running::start(
         cluster,
         &["test", "--time-limit", "30s", "--zookeeper-tarball", &url],
     );
-    run.wait_until(Duration::from_secs(60), |seen| {
-        seen.iter().any(|l| l.starts_with("setting up zookeeper"))
+    // Every node is downloading: the install is under way.
+    run.wait_until(Duration::from_secs(120), |_| {
+        downloads.load(Ordering::SeqCst) >= 3
     });
-    std::thread::sleep(Duration::from_secs(2));
     run.signal("INT");
     let (code, stdout, stderr) = run.finish(Duration::from_secs(90));
     assert_eq!(code, Some(2), "{stdout}{}", stderr.join("\n"));

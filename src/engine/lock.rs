@@ -189,7 +189,7 @@ impl RunLock {
             .map(|n| take_one(&control, n, &record));
         let results = futures::future::join_all(asks).await;
         let lock = RunLock {
-            heartbeat: tokio::spawn(heartbeat(control.clone(), record)),
+            heartbeat: tokio::spawn(heartbeat(control.clone(), holder.token.clone())),
             control,
             holder,
         };
@@ -227,6 +227,8 @@ impl RunLock {
     /// taken over as a dead holder's); stops the heartbeat.
     pub async fn release(self) {
         self.heartbeat.abort();
+        // A touch already sent must not land after the removal.
+        self.control.settle().await;
         let removals = self.control.nodes().iter().map(|node| {
             let cmd = remove_command(node, &self.holder.token);
             let control = &self.control;
@@ -271,18 +273,15 @@ async fn take_one(control: &Control, node: &Node, record: &str) -> anyhow::Resul
     }
 }
 
-/// Touches this run's lock files every [`HEARTBEAT`], taking a lock back that vanished (a
-/// guest that lost power may lose the file).
-async fn heartbeat(control: Control, record: String) {
-    let holder: Holder = serde_json::from_str(&record).expect("a record this module wrote");
+/// Touches this run's lock files every [`HEARTBEAT`] (only files that still hold its token).
+async fn heartbeat(control: Control, token: String) {
     loop {
         tokio::time::sleep(HEARTBEAT).await;
         for node in control.nodes() {
             let cmd = format!(
-                "f={f}; if [ -f $f ]; then grep -qF {token} $f && touch $f; else {take}; fi; true",
+                "f={f}; grep -qF {token} $f 2>/dev/null && touch $f; true",
                 f = quote(&lock_file(node)),
-                token = quote(&holder.token),
-                take = take_command(node, &record),
+                token = quote(&token),
             );
             if let Err(e) = control.exec(node, &cmd, Retry::Idempotent).await {
                 tracing::debug!(node = %node.name, "run lock heartbeat: {e:#}");
