@@ -17,27 +17,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{keeperd_binary, last_line, text, TestCluster};
-
-fn partition_rules(cluster: &TestCluster) -> usize {
-    let out = cluster.stampede(&["exec", "--", "iptables -S | grep -c -- '^-A' || true"]);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<usize>().ok())
-        .sum()
-}
-
-fn our_servers(cluster: &TestCluster) -> Vec<String> {
-    let pattern = format!("QuorumPeerMain /var/lib/stampede/db/{}", cluster.net());
-    let out = std::process::Command::new("pgrep")
-        .args(["-f", &pattern])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
-}
+use common::{keeperd_binary, last_line, our_servers, partition_rules, text, TestCluster};
 
 fn a_register_run_with_partitions_and_kills_is_valid_and_complete(cluster: &TestCluster) {
     let work = &cluster.work;

@@ -17,20 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{last_line, text, TestCluster};
-
-/// The pids of this cluster's ZooKeeper servers.
-fn our_servers(cluster: &TestCluster) -> Vec<u32> {
-    let pattern = format!("QuorumPeerMain /var/lib/stampede/db/{}", cluster.net());
-    let out = std::process::Command::new("pgrep")
-        .args(["-f", &pattern])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
+use common::{last_line, our_servers, partition_rules, text, TestCluster};
 
 /// Whether process `pid` is stopped (SIGSTOP).
 fn is_stopped(pid: u32) -> bool {
@@ -49,23 +36,6 @@ fn lock_files(cluster: &TestCluster) -> Vec<String> {
         .map(|i| format!("/var/lib/stampede/locks/{}{i}.lock", cluster.net()))
         .filter(|f| std::path::Path::new(f).exists())
         .collect()
-}
-
-/// Partition rules on the cluster's nodes.
-fn partition_rules(cluster: &TestCluster) -> usize {
-    (1..=3)
-        .map(|i| {
-            let out = std::process::Command::new("ip")
-                .args(["netns", "exec", &format!("{}-n{i}", cluster.name)])
-                .args(["iptables", "-S"])
-                .output()
-                .unwrap();
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter(|l| l.contains("STAMPEDE"))
-                .count()
-        })
-        .sum()
 }
 
 /// Checks that nothing of a run is left on the cluster: no server, no lock, no rules, no

@@ -176,24 +176,16 @@ fn plan(args: &TestArgs) -> anyhow::Result<Plan> {
 /// Makes each workload's run folder with its `test.yaml` and history, each recorded operation
 /// shown by `progress`: the test, ready to run.
 fn open(plan: Plan, args: &TestArgs, progress: Progress) -> anyhow::Result<Test> {
-    let Plan {
-        files,
-        nemesis_path,
-        nemesis_config,
-        holder_op,
-        holder,
-        control,
-        db,
-        nemeses,
-    } = plan;
     let names: Vec<String> = match args.names.is_empty() {
         false => args.names.clone(),
-        true => files
+        true => plan
+            .files
             .iter()
-            .map(|l| format!("{}-{}", stem(&l.path), stem(&nemesis_path)))
+            .map(|l| format!("{}-{}", stem(&l.path), stem(&plan.nemesis_path)))
             .collect(),
     };
-    let nodes: Vec<String> = control
+    let nodes: Vec<String> = plan
+        .control
         .nodes()
         .iter()
         .map(crate::control::Node::address)
@@ -206,7 +198,7 @@ fn open(plan: Plan, args: &TestArgs, progress: Progress) -> anyhow::Result<Test>
             file,
             workload,
         },
-    ) in files.into_iter().enumerate()
+    ) in plan.files.into_iter().enumerate()
     {
         let folder = match args.run_dirs.get(i) {
             Some(dir) => RunFolder::create_at(dir)?,
@@ -216,10 +208,10 @@ fn open(plan: Plan, args: &TestArgs, progress: Progress) -> anyhow::Result<Test>
         let others = others.map(|(_, name)| name.clone()).collect();
         let config = TestConfig {
             name: names[i].clone(),
-            db: db.name().to_string(),
+            db: plan.db.name().to_string(),
             nodes: nodes.clone(),
             workload: file.with_settings(workload.settings()),
-            nemesis: nemesis_config.clone(),
+            nemesis: plan.nemesis_config.clone(),
             together: others,
         };
         folder.write_config(&config)?;
@@ -228,8 +220,8 @@ fn open(plan: Plan, args: &TestArgs, progress: Progress) -> anyhow::Result<Test>
             .with_context(|| format!("cannot write {}", folder.history_path().display()))?
             .observed_by(Box::new(move |op| shown.record(op)));
         let recorder = Arc::new(recorder);
-        if holder_op.is_some() && workload.holder_op() == holder_op {
-            holder.watch(recorder.clone());
+        if plan.holder_op.is_some() && workload.holder_op() == plan.holder_op {
+            plan.holder.watch(recorder.clone());
         }
         let run_id = match names.len() {
             1 => folder.stamp(),
@@ -246,9 +238,9 @@ fn open(plan: Plan, args: &TestArgs, progress: Progress) -> anyhow::Result<Test>
     }
     Ok(Test {
         members,
-        control,
-        db,
-        nemeses,
+        control: plan.control,
+        db: plan.db,
+        nemeses: plan.nemeses,
         progress,
     })
 }

@@ -158,22 +158,32 @@ impl Session {
     }
 }
 
-/// A session to the whole ensemble for setting a test up (creating its znodes), waiting at
-/// most twice the session timeout for it.
+/// A session to the whole ensemble for setting a test up (creating its znodes), trying again
+/// after each failed attempt (a server still starting, or killed and restarted by a fault
+/// that began with the run) until twice the session timeout has passed; the error names the
+/// last attempt's failure.
 pub async fn setup_session(
     endpoints: &[NodeEndpoint],
     session_timeout: std::time::Duration,
 ) -> anyhow::Result<zookeeper_client::Client> {
-    use anyhow::Context;
     let connect = ensemble_string(endpoints);
     let wait = 2 * session_timeout;
-    let connecting = zookeeper_client::Client::connector()
-        .with_session_timeout(session_timeout)
-        .connect(&connect);
-    tokio::time::timeout(wait, connecting)
-        .await
-        .map_err(|_| anyhow::anyhow!("no ZooKeeper session to {connect} within {wait:?}"))?
-        .with_context(|| format!("connecting to {connect} for setup"))
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut last = String::from("no attempt finished");
+    loop {
+        let connecting = zookeeper_client::Client::connector()
+            .with_session_timeout(session_timeout)
+            .connect(&connect);
+        match tokio::time::timeout_at(deadline, connecting).await {
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(e)) => last = e.to_string(),
+            Err(_) => {}
+        }
+        if tokio::time::Instant::now() + RECONNECT_DELAY >= deadline {
+            anyhow::bail!("no ZooKeeper session to {connect} for setup within {wait:?} (last attempt: {last})");
+        }
+        tokio::time::sleep(RECONNECT_DELAY).await;
+    }
 }
 
 /// The connect string of the whole ensemble, `host1:port1,host2:port2,...`.

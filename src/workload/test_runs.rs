@@ -46,8 +46,11 @@ pub fn faulted(
 }
 
 /// A standalone server on loopback, its endpoint, and the nemesis that kills and restarts it.
-pub fn killable_server() -> (Arc<Mutex<ZkServer>>, NodeEndpoint, Arc<dyn Nemesis>) {
-    let server = Arc::new(Mutex::new(ZkServer::start()));
+/// The server starts on a blocking thread: runs joined in one task go on meanwhile (a JVM
+/// starting on a loaded machine must not stall another run's session past its timeout).
+pub async fn killable_server() -> (Arc<Mutex<ZkServer>>, NodeEndpoint, Arc<dyn Nemesis>) {
+    let started = tokio::task::spawn_blocking(ZkServer::start).await;
+    let server = Arc::new(Mutex::new(started.expect("starting ZooKeeper")));
     let endpoint = server.lock().unwrap().endpoint();
     let kill: Arc<dyn Nemesis> = Arc::new(KillServer(server.clone()));
     (server, endpoint, kill)
@@ -93,7 +96,7 @@ where
     S: std::fmt::Debug,
     F: Future<Output = anyhow::Result<S>>,
 {
-    let (_server, endpoint, kill) = killable_server();
+    let (_server, endpoint, kill) = killable_server().await;
     let generator = faulted(4, 12000, 2000, 2000);
     let recorder = Arc::new(Recorder::in_memory());
     let running = |target| generator::drive(&generator, &cfg, options(1000, 3000), target, driver);
@@ -160,7 +163,7 @@ pub async fn run_ops_killed(
     time_ms: u64,
     quiet_ms: u64,
 ) -> Vec<Op> {
-    let (_server, endpoint, kill) = killable_server();
+    let (_server, endpoint, kill) = killable_server().await;
     let generator = GeneratorConfig {
         rate: 300.0,
         quiet_period: ms(quiet_ms),

@@ -428,3 +428,34 @@ pub fn failpoints_binary() -> &'static str {
         binary.display().to_string()
     })
 }
+
+/// The pids of the cluster's ZooKeeper servers.
+pub fn our_servers(cluster: &TestCluster) -> Vec<u32> {
+    let pattern = format!("QuorumPeerMain /var/lib/stampede/db/{}", cluster.net());
+    let out = Command::new("pgrep")
+        .args(["-f", &pattern])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The rules of stampede's partition chain on the cluster's nodes, read in their namespaces.
+pub fn partition_rules(cluster: &TestCluster) -> usize {
+    let nodes = std::fs::read_to_string(format!("{}/nodes", cluster.state_dir())).unwrap();
+    (1..=nodes.lines().count())
+        .map(|i| {
+            let out = Command::new("ip")
+                .args(["netns", "exec", &format!("{}-n{i}", cluster.name)])
+                .args(["iptables", "-w", "-S"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.contains("STAMPEDE"))
+                .count()
+        })
+        .sum()
+}

@@ -90,7 +90,7 @@ async fn every_value_comes_out_once_and_in_order_without_faults() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_loses_no_acknowledged_value() {
-    let (_server, endpoint, kill) = killable_server();
+    let (_server, endpoint, kill) = killable_server().await;
     // Staggered: producers and consumers come and go while the server is killed.
     let cfg = QueueConfig {
         pause: ms(5),

@@ -36,7 +36,7 @@ async fn a_quiet_run_and_a_run_through_kills_keep_every_watch_guarantee() {
     }
     assert!(summary.herd.notifications_mean.is_some(), "{summary:?}");
 
-    let (_server, endpoint, kill) = killable_server();
+    let (_server, endpoint, kill) = killable_server().await;
     let recorder = Arc::new(Recorder::in_memory());
     let mut generator = faulted(5, 8000, 1500, 1500);
     generator.quiet_period = ms(2500);
