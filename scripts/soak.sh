@@ -52,7 +52,7 @@ for i in $(seq "$runs"); do
       signal=none # it ended first
     fi
   fi
-  wait "$pid"
+  wait "$pid" 2>/dev/null
   code=$?
   if [ "$signal" = none ]; then
     must_valid=$((must_valid + 1))
@@ -65,7 +65,7 @@ for i in $(seq "$runs"); do
       failed=$((failed + 1))
       outcome="NOT VALID (exit $code; log $log)"
     fi
-    found=$(grep -o 'found what an earlier run left, and removed it: .*' "$log" | cut -c50-)
+    found=$(grep -o 'found what an earlier run left, and removed it: .*' "$log" | cut -c49-)
     [ -n "$found" ] && outcome="$outcome; cleared: $found"
     [ "$previous_killed" = 1 ] && after_kill=$((after_kill + 1))
     previous_killed=0

@@ -34,7 +34,8 @@ pub enum Phase {
     Setup,
     /// The workloads under the nemesis: the time limit's clock runs from its first start.
     Run,
-    /// Healing the faults: the workloads' healed tail and final reads.
+    /// Healing the faults: the workloads' healed tail and final reads. A run still in
+    /// [`Phase::Run`] past its limit is shown in it, from the limit on.
     Heal,
     /// Comparing the replicas, measuring the servers' load and collecting their logs.
     Compare,
@@ -81,12 +82,11 @@ enum Display {
     },
 }
 
-/// Where complete lines go; `None` once finished.
-struct Lines(Mutex<Option<Box<dyn Write + Send>>>);
+/// Where complete lines go, and when the last one went; `None` once finished.
+struct Lines(Mutex<Option<(Box<dyn Write + Send>, Instant)>>);
 
 /// What the line shows, updated by [`Progress::record`] and [`Progress::set_phase`].
 struct State {
-    time_limit: Duration,
     ok: AtomicU64,
     fail: AtomicU64,
     info: AtomicU64,
@@ -97,6 +97,8 @@ struct State {
 
 /// The phase the run is in, since when, and the time limit's clock.
 struct Clock {
+    /// How long the run phase lasts before the faults are healed.
+    time_limit: Duration,
     phase: Phase,
     /// When `phase` was entered.
     since: Instant,
@@ -144,13 +146,14 @@ impl Progress {
     /// dropped (it needs no async runtime and keeps no process alive).
     fn in_lines(time_limit: Duration, out: Box<dyn Write + Send>, every: Duration) -> Progress {
         let state = Arc::new(State::new(time_limit));
-        let out = Arc::new(Lines(Mutex::new(Some(out))));
-        out.write(&state, Instant::now());
+        let now = Instant::now();
+        let out = Arc::new(Lines(Mutex::new(Some((out, now)))));
+        out.write(&state, now);
         let (stop, stopped) = mpsc::channel::<()>();
         let (ticking, shown) = (Arc::clone(&out), Arc::clone(&state));
         std::thread::spawn(move || {
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
-                ticking.write(&shown, Instant::now());
+                ticking.tick(&shown, Instant::now(), every);
             }
         });
         Progress {
@@ -218,9 +221,19 @@ impl Progress {
 impl Lines {
     /// Writes the line at `now` as one complete line, unless finished.
     fn write(&self, state: &State, now: Instant) {
-        if let Some(out) = lock(&self.0).as_mut() {
+        if let Some((out, last)) = lock(&self.0).as_mut() {
             let line = format!("progress: {}\n", state.line(now));
             let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+            *last = now;
+        }
+    }
+
+    /// The ticker's line at `now`, unless a phase change wrote one in the last half period
+    /// (the same line twice says nothing).
+    fn tick(&self, state: &State, now: Instant, every: Duration) {
+        let written = lock(&self.0).as_ref().map(|(_, last)| *last);
+        if written.is_some_and(|last| now.saturating_duration_since(last) >= every / 2) {
+            self.write(state, now);
         }
     }
 }
@@ -229,12 +242,12 @@ impl State {
     /// Nothing counted yet, in [`Phase::Preflight`] from now.
     fn new(time_limit: Duration) -> State {
         State {
-            time_limit,
             ok: AtomicU64::new(0),
             fail: AtomicU64::new(0),
             info: AtomicU64::new(0),
             active_faults: Mutex::new(BTreeSet::new()),
             clock: Mutex::new(Clock {
+                time_limit,
                 phase: Phase::Preflight,
                 since: Instant::now(),
                 run_start: None,
@@ -245,16 +258,17 @@ impl State {
 
     /// The text of the line at `now`.
     fn line(&self, now: Instant) -> String {
-        let (phase, in_phase, run) = {
+        let (phase, in_phase, run, time_limit) = {
             let clock = lock(&self.clock);
-            let in_phase = now.saturating_duration_since(clock.since);
-            (clock.phase, in_phase, clock.run_elapsed(now))
+            let (phase, since) = clock.shown(now);
+            let in_phase = now.saturating_duration_since(since);
+            (phase, in_phase, clock.run_elapsed(now), clock.time_limit)
         };
         let Some(run) = run else {
             return format!("{} {}", phase.name(), clock(in_phase));
         };
         let counts = [&self.ok, &self.fail, &self.info].map(|c| c.load(Ordering::Relaxed));
-        let ran = format_run(run, self.time_limit, counts, &lock(&self.active_faults));
+        let ran = format_run(run, time_limit, counts, &lock(&self.active_faults));
         match phase {
             Phase::Run => ran,
             _ => format!("{} {} | {ran}", phase.name(), clock(in_phase)),
@@ -263,11 +277,13 @@ impl State {
 }
 
 impl Clock {
-    /// Enters `phase` at `now`; false when the run already is in it.
+    /// Enters `phase` at `now`; false when the run already is in it. Healing entered from a
+    /// run past its limit began at the limit.
     fn enter(&mut self, phase: Phase, now: Instant) -> bool {
         if phase == self.phase {
             return false;
         }
+        let (shown, since) = self.shown(now);
         if self.phase == Phase::Run {
             self.run_end = Some(now);
         }
@@ -276,8 +292,23 @@ impl Clock {
             self.run_end = None;
         }
         self.phase = phase;
-        self.since = now;
+        self.since = match shown == phase {
+            true => since,
+            false => now,
+        };
         true
+    }
+
+    /// The phase shown at `now` and since when: [`Phase::Heal`] from the limit on while the
+    /// run goes past it (the faults are healed there; the workloads' healed tail and final
+    /// reads follow), else the phase the run is in.
+    fn shown(&self, now: Instant) -> (Phase, Instant) {
+        match (self.phase, self.run_start) {
+            (Phase::Run, Some(start)) if now.saturating_duration_since(start) > self.time_limit => {
+                (Phase::Heal, start + self.time_limit)
+            }
+            _ => (self.phase, self.since),
+        }
     }
 
     /// How long the run phase has lasted at `now`, from its first start; `None` before it.
@@ -288,24 +319,19 @@ impl Clock {
 }
 
 /// The run's part of the line, e.g. `run [00:42 / 01:00] ok 1234 fail 12 info 3 | faults:
-/// partition`. The clock stops at the limit: past it, e.g. `[01:00 / 01:00 +00:12 over]`.
+/// partition`. The clock stops at the limit (what follows it is shown as healing).
 fn format_run(
     run: Duration,
     time_limit: Duration,
     [ok, fail, info]: [u64; 3],
     active_faults: &BTreeSet<String>,
 ) -> String {
-    let over = run.saturating_sub(time_limit).as_secs();
-    let over = match over {
-        0 => String::new(),
-        s => format!(" +{} over", clock(Duration::from_secs(s))),
-    };
     let faults = match active_faults.is_empty() {
         true => "none".to_owned(),
         false => Vec::from_iter(active_faults.iter().map(String::as_str)).join(", "),
     };
     format!(
-        "run [{} / {}{over}] ok {ok} fail {fail} info {info} | faults: {faults}",
+        "run [{} / {}] ok {ok} fail {fail} info {info} | faults: {faults}",
         clock(run.min(time_limit)),
         clock(time_limit)
     )
@@ -394,19 +420,23 @@ mod tests {
             (&[(Setup, 5)], 12, "setup 00:07".to_owned()),
             // Not 00:50 since the start, nor 00:25 since setup.
             (&[(Setup, 5), (Run, 30)], 50, ran("00:20 / 01:00")),
-            // Stopped at the limit, then how far past it.
+            // Stopped at the limit; past it, healing from the limit on.
             (&[(Run, 10)], 70, ran("01:00 / 01:00")),
-            (&[(Run, 10)], 85, ran("01:00 / 01:00 +00:15 over")),
-            // Stopped where the run ends, the phase after it with its own time.
+            (
+                &[(Run, 10)],
+                85,
+                format!("heal 00:15 | {}", ran("01:00 / 01:00")),
+            ),
             (
                 &[(Run, 10), (Heal, 72)],
                 77,
-                format!("heal 00:05 | {}", ran("01:00 / 01:00 +00:02 over")),
+                format!("heal 00:07 | {}", ran("01:00 / 01:00")),
             ),
+            // Stopped where the run ends, the phase after it with its own time.
             (
                 &[(Run, 10), (Heal, 72), (Compare, 80)],
                 200,
-                format!("compare 02:00 | {}", ran("01:00 / 01:00 +00:02 over")),
+                format!("compare 02:00 | {}", ran("01:00 / 01:00")),
             ),
             (
                 &[(Run, 0), (Heal, 25)],
@@ -417,7 +447,7 @@ mod tests {
             (
                 &[(Run, 10), (Heal, 72), (Run, 300)],
                 301,
-                ran("01:00 / 01:00 +03:51 over"),
+                format!("heal 03:51 | {}", ran("01:00 / 01:00")),
             ),
         ] {
             let (p, at) = quiet();
@@ -433,9 +463,9 @@ mod tests {
         let none = BTreeSet::new();
         for (limit, run, shown) in [
             (60, 60, "[01:00 / 01:00] "),
-            (60, 61, "[01:00 / 01:00 +00:01 over] "),
-            (60, 3725, "[01:00 / 01:00 +1:01:05 over] "),
-            (7200, 7300, "[2:00:00 / 2:00:00 +01:40 over] "),
+            (60, 61, "[01:00 / 01:00] "),
+            (60, 3725, "[01:00 / 01:00] "),
+            (7200, 7300, "[2:00:00 / 2:00:00] "),
             (7200, 3725, "[1:02:05 / 2:00:00] "),
         ] {
             let [limit, run] = [limit, run].map(Duration::from_secs);
@@ -493,17 +523,32 @@ mod tests {
         p.enter(Phase::Teardown, at(75));
         p.finish();
         p.enter(Phase::Check, at(80));
-        let ran = "run [01:00 / 01:00 +00:01 over] ok 2 fail 1 info 1 | faults: partition";
+        let ran = "run [01:00 / 01:00] ok 2 fail 1 info 1 | faults: partition";
         assert_eq!(
             out.lines(),
             [
                 "progress: preflight 00:00".to_owned(),
                 "progress: setup 00:00".to_owned(),
                 "progress: run [00:00 / 01:00] ok 2 fail 1 info 1 | faults: partition".to_owned(),
-                format!("progress: heal 00:00 | {ran}"),
+                format!("progress: heal 00:01 | {ran}"),
                 format!("progress: teardown 00:00 | {ran}"),
             ]
         );
+    }
+
+    #[test]
+    fn a_tick_just_after_a_phase_change_repeats_nothing() {
+        let out = Shared::default();
+        let (p, at) = in_lines(&out, NEVER);
+        let Display::Lines { out: lines, .. } = &p.display else {
+            unreachable!("in lines")
+        };
+        let every = Duration::from_secs(10);
+        p.enter(Phase::Setup, at(20));
+        lines.tick(&p.state, at(24), every);
+        assert_eq!(out.lines().len(), 2, "{:?}", out.lines());
+        lines.tick(&p.state, at(25), every);
+        assert_eq!(out.lines().last().unwrap(), "progress: setup 00:05");
     }
 
     #[test]

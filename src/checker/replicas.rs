@@ -217,6 +217,21 @@ struct Kept<'a> {
     labelled: &'a Labelled,
 }
 
+/// A comparison that could not be made (the controller was interrupted before it read the
+/// servers), and why: unknown, so the run is at best unknown.
+pub fn not_compared(why: String) -> Replicas {
+    Replicas::Compared(Comparison {
+        outcome: Convergence::Unknown,
+        why: Some(why),
+        zxid: None,
+        znodes: 0,
+        digests_compared: false,
+        differences: 0,
+        divergences: Vec::new(),
+        reading: ReplicaReading::default(),
+    })
+}
+
 /// Judges what was read of every server.
 pub fn judge(reading: ReplicaReading) -> Replicas {
     if reading.servers.len() < 2 {
@@ -567,6 +582,16 @@ mod tests {
         let twin = judged("valid-keeperd-digests-at-other-zxids.json");
         assert!(!twin.digests_compared);
         assert!(!line(&twin).contains("digests"), "{}", line(&twin));
+    }
+
+    #[test]
+    fn a_comparison_cut_short_is_unknown_and_says_why() {
+        let cut = not_compared("not compared: interrupted by SIGINT".into());
+        assert_eq!(cut.validity(), Validity::Unknown);
+        assert_eq!(
+            cut.describe().as_deref(),
+            Some("replicas: UNKNOWN (not compared: interrupted by SIGINT)")
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub fn run_root(run_id: &str) -> String {
 }
 
 /// What was read of every server (kept in `results.json` with the comparison).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicaReading {
     /// The root whose tree was read.
     pub root: String,

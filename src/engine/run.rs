@@ -185,7 +185,7 @@ async fn phases(test: &Test, interrupts: &Interrupts) -> Result<Phases, String> 
     for member in &test.members {
         let compared = interrupts.unless(compare_replicas(db, control, &member.run_id));
         replicas.push(compared.await.unwrap_or_else(|signal| {
-            Replicas::NotJudged(format!("not compared: interrupted by {signal}"))
+            replicas::not_compared(format!("not compared: interrupted by {signal}"))
         }));
     }
     // Quick, and what a stopped run is diagnosed from: collected even after a signal.
