@@ -192,7 +192,8 @@ fn set_under_removal(cluster: &TestCluster, db: &[String]) {
 }
 
 /// Followers only: a removed ZooKeeper 3.8 leader goes on answering its sessions' sync and
-/// reads from its old state while the new leader commits (README, "What it found"), so a
+/// reads from its old state while the new leader commits
+/// (`docs/findings/2026-11-25-removed-leader-serves-stale-reads.md`), so a
 /// register run that removes the leader is not always valid.
 fn register_under_follower_removal_and_demotion_is_valid_and_restored(cluster: &TestCluster) {
     register_under_removal_and_demotion(cluster, "follower", &[]);

@@ -36,7 +36,7 @@ pub struct TestArgs {
         value_name = "WORKLOAD"
     )]
     pub(super) workloads: Vec<String>,
-    /// The nemesis package: a name in nemeses/ (partition, kill, pause, none) or a path.
+    /// The nemesis package: a name in nemeses/ (partition, kill, pause, all, none, ...) or a path.
     #[arg(long, default_value = "partition")]
     pub(super) nemesis: String,
     /// Override any field of the workload file, e.g. `--set generator.rate=100`

@@ -5,7 +5,8 @@
 //! a JSON line.
 //!
 //! The log is polled: a `stat` and a read from the last offset every poll interval (1 ms by
-//! default). `benches/trigger.rs` measured this against shorter intervals; see the README.
+//! default). `benches/trigger.rs` measured this against shorter intervals; see
+//! `docs/performance.md` (Log triggers).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -8,7 +8,8 @@
 //! registry below.
 //!
 //! Adding a workload: a folder `src/workload/<name>/` whose `mod.rs` has an [`Entry`] named
-//! `ENTRY`, a file `workloads/<name>.yaml`, one line in the registry, and the README.
+//! `ENTRY`, a file `workloads/<name>.yaml`, one line in the registry, and its section in
+//! `docs/workloads.md` (walked through in `docs/extending.md`).
 
 mod anomalies;
 mod claims;
