@@ -16,6 +16,7 @@ pub mod core;
 pub mod failpoint;
 pub mod fourlw;
 pub mod frame;
+pub mod invariant;
 pub mod jute;
 pub mod log;
 pub mod membership;

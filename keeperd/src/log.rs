@@ -175,6 +175,12 @@ impl FileLog {
     /// Appends `txn` like [`Log::append`] and returns its encoded form (the
     /// record's payload), e.g. to send it to learners.
     pub fn append_record(&mut self, txn: &Txn) -> &[u8] {
+        let last = self.last_appended;
+        crate::invariant::check(
+            follows(last, txn.zxid),
+            "the log has no gap and never goes back",
+            || format!("{:#x} appended after {last:#x}", txn.zxid),
+        );
         let mut w = Writer {
             buf: std::mem::take(&mut self.pending),
         };

@@ -311,6 +311,12 @@ impl Core {
             if txn.zxid <= self.tree.last_zxid {
                 continue;
             }
+            let last = self.tree.last_zxid;
+            crate::invariant::check(
+                crate::log::follows(last, txn.zxid),
+                "committed transactions are applied in order, none skipped",
+                || format!("{:#x} applied after {last:#x}", txn.zxid),
+            );
             changes.clear();
             if self.skips(&txn) {
                 self.tree.last_zxid = txn.zxid;

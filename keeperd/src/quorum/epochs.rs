@@ -77,6 +77,12 @@ impl Epochs {
 
     /// Persists a newer accepted epoch.
     pub fn set_accepted(&mut self, epoch: u64) -> Result<(), String> {
+        let accepted = self.accepted;
+        crate::invariant::check(
+            epoch >= accepted,
+            "the accepted epoch never decreases",
+            || format!("{accepted} would become {epoch}"),
+        );
         write_number(&self.dir, ACCEPTED, epoch)?;
         self.accepted = epoch;
         Ok(())
@@ -84,6 +90,12 @@ impl Epochs {
 
     /// Persists a newer current epoch (the accepted one is at least as new).
     pub fn set_current(&mut self, epoch: u64) -> Result<(), String> {
+        let current = self.current;
+        crate::invariant::check(
+            epoch >= current,
+            "the current epoch never decreases",
+            || format!("{current} would become {epoch}"),
+        );
         if epoch > self.accepted {
             self.set_accepted(epoch)?;
         }
@@ -132,5 +144,17 @@ mod tests {
             .unwrap_err()
             .contains("expected an epoch"));
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "invariant violated: the accepted epoch never decreases: 5 would become 4"
+    )]
+    fn an_accepted_epoch_going_back_stops_the_server() {
+        let dir = std::env::temp_dir().join(format!("keeperd-epochs-back-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut e = Epochs::load(&dir, epoch_start(5)).unwrap();
+        let _ = fs::remove_dir_all(&dir);
+        let _ = e.set_accepted(4);
     }
 }

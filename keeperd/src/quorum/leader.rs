@@ -242,11 +242,12 @@ impl Broadcast {
             t.voters = vec![new];
             t.pending = None;
         }
-        if failpoint::active(Failpoint::CommitBeforeQuorum)
-            || (failpoint::active(Failpoint::StaleLeaderWrites) && !self.status.lease_held())
-        {
+        let without_quorum = failpoint::active(Failpoint::CommitBeforeQuorum)
+            || (failpoint::active(Failpoint::StaleLeaderWrites) && !self.status.lease_held());
+        if without_quorum {
             point = t.durable;
         }
+        check_commit(t, point, without_quorum);
         if point > t.committed {
             t.committed = point;
             let commit = frame(&Down::Commit { zxid: point });
@@ -330,21 +331,43 @@ impl Broadcast {
 
 /// The highest zxid a quorum of `set` (this leader included) has durable.
 fn quorum_point(t: &Tally, set: &[u64]) -> i64 {
-    let mut acks: Vec<i64> = set
-        .iter()
-        .map(|v| {
-            if *v == t.my_id {
-                t.durable
-            } else {
-                t.learners
-                    .get(v)
-                    .filter(|m| m.synced)
-                    .map_or(i64::MIN, |m| m.acked)
-            }
-        })
-        .collect();
+    let mut acks: Vec<i64> = set.iter().map(|v| durable_on(t, *v)).collect();
     acks.sort_unstable_by(|a, b| b.cmp(a));
     acks.get(set.len() / 2).copied().unwrap_or(i64::MIN)
+}
+
+/// The highest zxid voter `id` has durable as far as this leader knows (`i64::MIN` for a
+/// learner not synced or not connected).
+fn durable_on(t: &Tally, id: u64) -> i64 {
+    if id == t.my_id {
+        return t.durable;
+    }
+    t.learners
+        .get(&id)
+        .filter(|m| m.synced)
+        .map_or(i64::MIN, |m| m.acked)
+}
+
+/// Checks a new commit `point`, counted afresh: this leader has it durable and, unless a
+/// failpoint commits without a quorum on purpose (`without_quorum`), more than half of each
+/// voter set has acknowledged it.
+fn check_commit(t: &Tally, point: i64, without_quorum: bool) {
+    crate::invariant::check(
+        point <= t.durable,
+        "a leader commits only what it has durable",
+        || format!("commit point {point:#x}, durable up to {:#x}", t.durable),
+    );
+    if without_quorum || point <= t.committed {
+        return;
+    }
+    for set in &t.voters {
+        let holding = set.iter().filter(|v| durable_on(t, **v) >= point).count();
+        crate::invariant::check(
+            holding > set.len() / 2,
+            "a leader commits only what a quorum acknowledged",
+            || format!("commit point {point:#x} held by {holding} of voters {set:?}"),
+        );
+    }
 }
 
 /// Whether `ids` hold a quorum of each of the voter sets.
@@ -1018,6 +1041,37 @@ mod tests {
 
     fn committed(b: &Broadcast) -> i64 {
         b.lock().committed
+    }
+
+    #[test]
+    fn a_commit_is_counted_afresh_against_each_voter_set() {
+        let b = broadcast();
+        b.durable(E1 + 2);
+        b.ack(2, 2, E1 + 2);
+        assert_eq!(committed(&b), E1 + 2, "servers 1 and 2 of 1-3");
+        let mut t = b.lock();
+        t.durable = E1 + 5;
+        // A failpoint that commits without a quorum is let through; nothing else is.
+        check_commit(&t, E1 + 5, true);
+        let beyond = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            check_commit(&t, E1 + 5, false)
+        }));
+        let said = beyond.unwrap_err().downcast::<String>().unwrap();
+        assert!(
+            said.starts_with(
+                "invariant violated: a leader commits only what a quorum acknowledged: \
+                 commit point 0x100000005 held by 1 of voters [1, 2, 3]"
+            ),
+            "{said}"
+        );
+        let undurable = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            check_commit(&t, E1 + 6, true)
+        }));
+        let said = undurable.unwrap_err().downcast::<String>().unwrap();
+        assert!(
+            said.starts_with("invariant violated: a leader commits only what it has durable"),
+            "{said}"
+        );
     }
 
     #[test]
