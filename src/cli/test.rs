@@ -253,9 +253,10 @@ struct Loaded {
     workload: Box<dyn Workload>,
 }
 
-/// Every workload file of the test, with the workload it describes. Workloads run together
-/// share the first one's time limit and nemesis timing (set on the others as overrides, so
-/// their `test.yaml` says what ran) and must agree on the database's settings.
+/// Every workload file of the test, with the workload it describes. `--time-limit` is set on
+/// each file as the typed duration it was parsed to. Workloads run together share the first
+/// one's time limit and nemesis timing (set on the others' files, so their `test.yaml` says what
+/// ran) and must agree on the database's settings.
 fn load_workloads(args: &TestArgs) -> anyhow::Result<Vec<Loaded>> {
     let count = args.workloads.len();
     for (flag, given) in [
@@ -267,10 +268,6 @@ fn load_workloads(args: &TestArgs) -> anyhow::Result<Vec<Loaded>> {
             "{flag}: given {given} times for {count} workload(s); give it once per workload"
         );
     }
-    let mut overrides = args.overrides.clone();
-    if let Some(limit) = &args.time_limit {
-        overrides.push(format!("generator.time_limit={limit}").parse()?);
-    }
     let mut files: Vec<Loaded> = Vec::new();
     for name in &args.workloads {
         let path = config::resolve("workloads", name)?;
@@ -281,18 +278,18 @@ fn load_workloads(args: &TestArgs) -> anyhow::Result<Vec<Loaded>> {
                 path.display()
             );
         }
-        let mut own = overrides.clone();
-        if let Some(first) = files.first() {
-            let timing = &first.file.generator;
-            for (field, value) in [
-                ("time_limit", &timing.time_limit),
-                ("nemesis_interval", &timing.nemesis_interval),
-                ("nemesis_duration", &timing.nemesis_duration),
-            ] {
-                own.push(format!("generator.{field}={value}").parse()?);
+        let first = files.first().map(|l| &l.file.generator);
+        let (file, workload) = workload::load(&path, &args.overrides, |file| {
+            let generator = &mut file.generator;
+            if let Some(limit) = args.time_limit {
+                generator.time_limit = limit;
             }
-        }
-        let (file, workload) = workload::load(&path, &own)?;
+            if let Some(first) = first {
+                generator.time_limit = first.time_limit;
+                generator.nemesis_interval = first.nemesis_interval;
+                generator.nemesis_duration = first.nemesis_duration;
+            }
+        })?;
         if let Some(first) = files.first() {
             anyhow::ensure!(
                 file.db == first.file.db,
@@ -341,17 +338,63 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: TestArgs,
+    }
+
+    /// `stampede test` parsed from `flags`.
+    fn parsed(flags: &[&str]) -> Result<TestArgs, clap::Error> {
+        let argv = std::iter::once("stampede").chain(flags.iter().copied());
+        <Wrap as clap::Parser>::try_parse_from(argv).map(|w| w.args)
+    }
+
+    #[test]
+    fn the_time_limit_reaches_every_workload_file_typed_and_the_first_sets_the_timing() {
+        let args = parsed(&[
+            "--workload",
+            "register,queue",
+            "--time-limit",
+            "1m 30.5s",
+            "--set",
+            "generator.nemesis_interval=3s",
+        ])
+        .unwrap();
+        let loaded = load_workloads(&args).unwrap();
+        let limit = Duration::from_millis(90_500);
+        for l in &loaded {
+            let g = &l.file.generator;
+            assert_eq!(g.time_limit.0, limit, "{}", l.path.display());
+            assert_eq!(g.nemesis_interval.0, Duration::from_secs(3));
+        }
+        // Without --time-limit the second workload takes the first one's timing over its own.
+        let dir = tempfile::tempdir().unwrap();
+        let short = dir.path().join("short-queue.yaml");
+        let queue = std::fs::read_to_string("workloads/queue.yaml").unwrap();
+        let queue = queue.replace("time_limit: 60s", "time_limit: 20s");
+        std::fs::write(
+            &short,
+            queue.replace("nemesis_duration: 10s", "nemesis_duration: 4s"),
+        )
+        .unwrap();
+        let together = format!("register,{}", short.display());
+        let loaded = load_workloads(&parsed(&["--workload", &together]).unwrap()).unwrap();
+        let [first, second] = [0, 1].map(|i| &loaded[i].file.generator);
+        assert_eq!(first.time_limit.0, Duration::from_secs(60));
+        assert_eq!(second.time_limit, first.time_limit);
+        assert_eq!(second.nemesis_duration, first.nemesis_duration);
+        let short = short.display().to_string();
+        let alone = load_workloads(&parsed(&["--workload", &short]).unwrap()).unwrap();
+        assert_eq!(
+            alone[0].file.generator.time_limit.0,
+            Duration::from_secs(20)
+        );
+    }
+
     #[test]
     fn a_bare_time_limit_is_seconds() {
-        #[derive(clap::Parser)]
-        struct Wrap {
-            #[command(flatten)]
-            args: TestArgs,
-        }
-        let limit = |flag: &str| {
-            <Wrap as clap::Parser>::try_parse_from(["stampede", "--time-limit", flag])
-                .map(|w| w.args.time_limit.map(|d| d.0))
-        };
+        let limit = |flag: &str| parsed(&["--time-limit", flag]).map(|a| a.time_limit.map(|d| d.0));
         assert_eq!(limit("30").unwrap(), Some(Duration::from_secs(30)));
         assert_eq!(limit("2m").unwrap(), Some(Duration::from_secs(120)));
         assert!(limit("soon").is_err());

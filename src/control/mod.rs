@@ -64,6 +64,16 @@ impl Drop for InFlight {
 /// How long a command may take unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// One reading of a node's clock against the controller's ([`Control::read_clock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockReading {
+    /// The node's clock minus the controller's, in nanoseconds.
+    pub offset_ns: i128,
+    /// From the probe's byte sent to its answer received, in nanoseconds: the offset is off
+    /// by at most half of it.
+    pub round_trip_ns: i128,
+}
+
 impl Control {
     /// A controller for `nodes`, connecting with `opts`.
     pub fn new(nodes: Vec<Node>, opts: SshOptions) -> Control {
@@ -122,8 +132,9 @@ impl Control {
     /// Reads `node`'s clock with `probe`, a command that waits for one byte of input and then
     /// at once prints the time in nanoseconds since the epoch. The byte is sent once the probe
     /// has had time to start, so the reading falls between that send and the answer's arrival.
-    /// Returns how far the reading is from the midpoint of the two, in nanoseconds.
-    pub async fn read_clock(&self, node: &Node, probe: &str) -> anyhow::Result<i128> {
+    /// Returns how far the reading is from the midpoint of the two, and how long they were
+    /// apart (the reading's error is at most half of it).
+    pub async fn read_clock(&self, node: &Node, probe: &str) -> anyhow::Result<ClockReading> {
         let command = probe.to_string();
         let delay = Duration::from_millis(1000);
         let out = self
@@ -147,8 +158,11 @@ impl Control {
                 .map(|d| d.as_nanos() as i128)
                 .unwrap_or(0)
         };
-        let sent = ns(out.input_sent.unwrap_or(received));
-        Ok(reading - (sent + ns(received)) / 2)
+        let (sent, received) = (ns(out.input_sent.unwrap_or(received)), ns(received));
+        Ok(ClockReading {
+            offset_ns: reading - (sent + received) / 2,
+            round_trip_ns: received - sent,
+        })
     }
 
     /// Runs `command` as root on `node` and returns its trimmed standard output; a non-zero

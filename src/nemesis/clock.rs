@@ -17,7 +17,7 @@ use super::target::Target;
 use super::Nemesis;
 use crate::config::Duration;
 use crate::control::shell::quote;
-use crate::control::{Control, Node, Retry};
+use crate::control::{ClockReading, Control, Node, Retry};
 use crate::db::Db;
 
 /// What a clock fault does.
@@ -130,15 +130,22 @@ pub async fn set_offset(
 }
 
 /// How far `node`'s clock (as its server sees it) is from the controller's, in milliseconds:
-/// the median of three readings over SSH.
+/// of three readings over SSH, the one with the shortest round trip, whose error bound is the
+/// smallest (on a loaded node one answer may come late, and the midpoint of a long round trip
+/// says little).
 pub async fn measure(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<f64> {
     let cmd = probe_command(db.clock_file(node).as_deref());
-    let mut offsets = Vec::new();
+    let mut readings = Vec::new();
     for _ in 0..3 {
-        offsets.push(control.read_clock(node, &cmd).await?);
+        readings.push(control.read_clock(node, &cmd).await?);
     }
-    offsets.sort();
-    Ok(offsets[1] as f64 / 1e6)
+    Ok(tightest(&readings).offset_ns as f64 / 1e6)
+}
+
+/// The reading with the shortest round trip (the first of them on a tie).
+fn tightest(readings: &[ClockReading]) -> ClockReading {
+    let best = readings.iter().min_by_key(|r| r.round_trip_ns);
+    *best.expect("at least one reading")
 }
 
 /// Every node's measured offset, in milliseconds, by node name.
@@ -298,6 +305,18 @@ mod tests {
         let faked = probe_command(Some("/d/10.0.0.1/faketime"));
         assert!(faked.contains("FAKETIME_TIMESTAMP_FILE=/d/10.0.0.1/faketime"));
         assert!(faked.contains("libfaketimeMT.so.1"));
+    }
+
+    #[test]
+    fn the_reading_with_the_shortest_round_trip_is_taken() {
+        let read = |offset_ns, round_trip_ns| ClockReading {
+            offset_ns,
+            round_trip_ns,
+        };
+        // A late answer (700 ms round trip) skews the midpoint; the median would take 350.
+        let readings = [read(350, 700), read(12, 40), read(300, 600)];
+        assert_eq!(tightest(&readings), read(12, 40));
+        assert_eq!(tightest(&[read(5, 10), read(9, 10)]), read(5, 10));
     }
 
     #[test]

@@ -150,12 +150,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.yaml");
         std::fs::write(&path, "workload: register\ndb:\n  snap_count: 1000\n").unwrap();
-        let (file, _) = crate::workload::load(&path, &[]).unwrap();
+        let (file, _) = crate::workload::load(&path, &[], |_| {}).unwrap();
         assert_eq!(file.db.snap_count, Some(1000));
         let set = |text: &str| vec![text.parse::<crate::config::Override>().unwrap()];
-        let (file, _) = crate::workload::load(&path, &set("db.snap_count=20")).unwrap();
+        let (file, _) = crate::workload::load(&path, &set("db.snap_count=20"), |_| {}).unwrap();
         assert_eq!(file.db.snap_count, Some(20));
-        let err = crate::workload::load(&path, &set("db.snap_count=1"))
+        let err = crate::workload::load(&path, &set("db.snap_count=1"), |_| {})
             .err()
             .unwrap();
         assert_eq!(
@@ -165,7 +165,7 @@ mod tests {
                 path.display()
             )
         );
-        let err = crate::workload::load(&path, &set("db.snapcount=5"))
+        let err = crate::workload::load(&path, &set("db.snapcount=5"), |_| {})
             .err()
             .unwrap();
         let err = format!("{err:#}");

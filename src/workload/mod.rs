@@ -122,12 +122,14 @@ pub fn build(file: &WorkloadFile) -> Result<Box<dyn Workload>, String> {
     (entry.build)(file)
 }
 
-/// Reads the workload file at `path` with `overrides` applied, and the workload it describes;
-/// an override's bare number is seconds where the field is a duration (`--set lock.hold=2`).
-/// The error names the file and the field.
+/// Reads the workload file at `path` with `overrides` applied, then `set` changing its typed
+/// values (a time limit given on the command line, the timing workloads run together share),
+/// and the workload it describes, built and checked; an override's bare number is seconds where
+/// the field is a duration (`--set lock.hold=2`). The error names the file and the field.
 pub fn load(
     path: &Path,
     overrides: &[crate::config::Override],
+    set: impl FnOnce(&mut WorkloadFile),
 ) -> anyhow::Result<(WorkloadFile, Box<dyn Workload>)> {
     let mut applied: Vec<crate::config::Override> = Vec::new();
     for o in overrides {
@@ -143,7 +145,8 @@ pub fn load(
             }
         }
     }
-    let file: WorkloadFile = crate::config::load_with_overrides(path, &applied)?;
+    let mut file: WorkloadFile = crate::config::load_with_overrides(path, &applied)?;
+    set(&mut file);
     let workload = build(&file).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok((file, workload))
 }
