@@ -125,32 +125,34 @@ impl Control {
         timeout: Duration,
         retry: Retry,
     ) -> anyhow::Result<Output> {
-        self.run_with_input(node, command, Vec::new(), Duration::ZERO, timeout, retry)
+        self.run_with_input(node, command, Vec::new(), false, timeout, retry)
             .await
     }
 
-    /// Reads `node`'s clock with `probe`, a command that waits for one byte of input and then
-    /// at once prints the time in nanoseconds since the epoch. The byte is sent once the probe
-    /// has had time to start, so the reading falls between that send and the answer's arrival.
-    /// Returns how far the reading is from the midpoint of the two, and how long they were
-    /// apart (the reading's error is at most half of it).
+    /// Reads `node`'s clock with `probe`, a command that prints a first line once it runs,
+    /// waits for one byte of input, and then at once prints the time in nanoseconds since the
+    /// epoch. The byte is sent once the first line has arrived, so the reading falls between
+    /// that send and the answer's arrival, however slowly the probe started. Returns how far
+    /// the reading is from the midpoint of the two, and how long they were apart (the
+    /// reading's error is at most half of it).
     pub async fn read_clock(&self, node: &Node, probe: &str) -> anyhow::Result<ClockReading> {
         let command = probe.to_string();
-        let delay = Duration::from_millis(1000);
+        let input = b"x".to_vec();
         let out = self
             .run_with_input(
                 node,
                 &command,
-                b"x".to_vec(),
-                delay,
+                input,
+                true,
                 DEFAULT_TIMEOUT,
                 Retry::Idempotent,
             )
             .await?;
-        let received = std::time::SystemTime::now();
+        let received = out.answered.unwrap_or_else(std::time::SystemTime::now);
         check_status(node, &command, &out)?;
         let text = out.stdout_text();
-        let reading: i128 = text
+        let last = text.lines().last().unwrap_or_default();
+        let reading: i128 = last
             .parse()
             .with_context(|| format!("on {}: `{probe}` printed {text:?}", node.name))?;
         let ns = |t: std::time::SystemTime| {
@@ -205,7 +207,7 @@ impl Control {
                 node,
                 &command,
                 data,
-                Duration::ZERO,
+                false,
                 DEFAULT_TIMEOUT,
                 Retry::Idempotent,
             )
@@ -234,7 +236,7 @@ impl Control {
         node: &Node,
         command: &str,
         stdin: Vec<u8>,
-        input_delay: Duration,
+        await_ready: bool,
         timeout: Duration,
         retry: Retry,
     ) -> anyhow::Result<Output> {
@@ -244,7 +246,7 @@ impl Control {
         let counted = InFlight::enter(&self.in_flight);
         let result = tokio::task::spawn_blocking(move || {
             let _counted = counted;
-            this.run_blocking(&node_owned, &wrapped, &stdin, input_delay, timeout, retry)
+            this.run_blocking(&node_owned, &wrapped, &stdin, await_ready, timeout, retry)
         })
         .await
         .map_err(|e| anyhow!("SSH task failed: {e}"))?;
@@ -256,7 +258,7 @@ impl Control {
         node: &Node,
         command: &str,
         stdin: &[u8],
-        input_delay: Duration,
+        await_ready: bool,
         timeout: Duration,
         retry: Retry,
     ) -> anyhow::Result<Output> {
@@ -273,7 +275,7 @@ impl Control {
                 }
                 Err(e) => return Err(e),
             };
-            match session::run(&session, command, stdin, input_delay, deadline) {
+            match session::run(&session, command, stdin, await_ready, deadline) {
                 Ok(out) => {
                     self.put_session(node, session);
                     return Ok(out);

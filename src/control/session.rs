@@ -51,8 +51,11 @@ pub struct Output {
     pub stdout: Vec<u8>,
     /// Standard error.
     pub stderr: Vec<u8>,
-    /// The controller's wall clock when the input was sent (after the input delay).
+    /// The controller's wall clock when the input was sent (once the command said it was
+    /// ready, when asked to wait for that).
     pub input_sent: Option<std::time::SystemTime>,
+    /// The controller's wall clock when the first output after the input arrived.
+    pub answered: Option<std::time::SystemTime>,
 }
 
 impl Output {
@@ -167,13 +170,14 @@ fn authenticate(session: &Session, node: &Node, opts: &SshOptions) -> anyhow::Re
     Ok(())
 }
 
-/// Runs `command` in `session`, feeding `stdin` (after `input_delay`, so that the command is
-/// already running when its input arrives), until it exits or `deadline` passes.
+/// Runs `command` in `session`, feeding `stdin` (when `await_ready`, only once the command has
+/// printed its first line on standard output, so that it is surely running and waiting for
+/// it), until it exits or `deadline` passes.
 pub fn run(
     session: &Session,
     command: &str,
     stdin: &[u8],
-    input_delay: Duration,
+    await_ready: bool,
     deadline: Instant,
 ) -> Result<Output, Failure> {
     let remaining = |d: Instant| {
@@ -189,7 +193,19 @@ pub fn run(
         .exec(command)
         .map_err(|e| Failure::BeforeSend(e.into()))?;
     let after = |e: anyhow::Error| Failure::AfterSend(e);
-    std::thread::sleep(input_delay);
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let mut buf = [0u8; 32 * 1024];
+    while await_ready && !stdout.contains(&b'\n') {
+        match channel.read(&mut buf) {
+            Ok(0) => return Err(after(anyhow!("the command ended before it was ready"))),
+            Ok(n) => stdout.extend_from_slice(&buf[..n]),
+            Err(e) => {
+                return Err(after(
+                    anyhow!(e).context("waiting for the command to be ready"),
+                ))
+            }
+        }
+    }
     let input_sent = Some(std::time::SystemTime::now());
     if !stdin.is_empty() {
         channel
@@ -197,15 +213,15 @@ pub fn run(
             .map_err(|e| after(anyhow!(e).context("cannot send input")))?;
     }
     channel.send_eof().map_err(|e| after(e.into()))?;
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let mut answered = None;
     session.set_blocking(false);
-    let mut buf = [0u8; 32 * 1024];
     loop {
         let mut progressed = false;
         for (stream, sink) in [(0, &mut stdout), (1, &mut stderr)] {
             match channel.stream(stream).read(&mut buf) {
                 Ok(0) => {}
                 Ok(n) => {
+                    answered.get_or_insert_with(std::time::SystemTime::now);
                     sink.extend_from_slice(&buf[..n]);
                     progressed = true;
                 }
@@ -243,6 +259,7 @@ pub fn run(
         stdout,
         stderr,
         input_sent,
+        answered,
     })
 }
 

@@ -65,10 +65,10 @@ pub(super) fn leftover_probe() -> String {
 }
 
 /// A probe of the clock as the node's server sees it (under libfaketime with its control file
-/// on the local cluster, plainly on real nodes): perl waits for one byte, then prints the
-/// wall clock in nanoseconds without starting another process.
+/// on the local cluster, plainly on real nodes): perl says `ready`, waits for one byte, then
+/// prints the wall clock in nanoseconds without starting another process.
 fn probe_command(clock_file: Option<&str>) -> String {
-    let probe = "perl -MTime::HiRes=clock_gettime,CLOCK_REALTIME -e 'sysread STDIN, my $b, 1; printf \"%.0f\\n\", clock_gettime(CLOCK_REALTIME) * 1e9'";
+    let probe = "perl -MTime::HiRes=clock_gettime,CLOCK_REALTIME -e '$| = 1; print \"ready\\n\"; sysread STDIN, my $b, 1; printf \"%.0f\\n\", clock_gettime(CLOCK_REALTIME) * 1e9'";
     match clock_file {
         Some(file) => format!(
             "LD_PRELOAD=$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 | head -1) FAKETIME_TIMESTAMP_FILE={} FAKETIME_NO_CACHE=1 {probe}",
