@@ -130,7 +130,7 @@ fn lock_sequential_assuming_loss_survives_partitions_and_kills(cluster: &TestClu
         "lock.on_disconnect=assume-lost",
         "session.session_timeout=6s",
         "session.op_timeout=3s",
-        "generator.time_limit=30s",
+        "generator.time_limit=45s",
         "generator.nemesis_interval=3s",
         "generator.nemesis_duration=6s",
         "generator.quiet_period=15s",

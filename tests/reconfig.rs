@@ -97,7 +97,7 @@ fn run(
             "--nemesis",
             &package,
             "--time-limit",
-            "20s",
+            "30s",
             "--set",
             "generator.nemesis_interval=2s",
             "--set",

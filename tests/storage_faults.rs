@@ -50,7 +50,7 @@ fn run_valid(
     args.extend_from_slice(db_args);
     args.extend_from_slice(&[
         "--time-limit",
-        "36s",
+        "60s",
         "--set",
         "generator.nemesis_interval=2s",
         "--set",

@@ -258,7 +258,7 @@ fn partition_kill(cluster: &TestCluster) -> String {
     package.display().to_string()
 }
 
-/// A 16 s run of `workload` (or workloads run together) under partitions of halves and kills
+/// A 24 s run of `workload` (or workloads run together) under partitions of halves and kills
 /// of a minority, a fault 3 s after the last healed, each lasting 4 s.
 fn under_partitions_and_kills(cluster: &TestCluster, workload: &str) -> std::process::Output {
     let package = partition_kill(cluster);
@@ -269,7 +269,7 @@ fn under_partitions_and_kills(cluster: &TestCluster, workload: &str) -> std::pro
         "--nemesis",
         &package,
         "--time-limit",
-        "16",
+        "24",
         "--set",
         "generator.nemesis_interval=3s",
         "--set",
@@ -647,7 +647,7 @@ fn watch_stays_valid_through_partitions_and_kills(cluster: &TestCluster) {
         "--nemesis",
         &package.display().to_string(),
         "--time-limit",
-        "20",
+        "28",
         "--set",
         "generator.nemesis_interval=3s",
         "--set",
@@ -715,7 +715,7 @@ fn kills_reach_the_one_keeperd_server(cluster: &TestCluster) {
         "--nemesis",
         "kill",
         "--time-limit",
-        "16",
+        "24",
         "--set",
         "generator.nemesis_interval=3s",
         "--set",
