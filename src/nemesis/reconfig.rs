@@ -59,14 +59,7 @@ pub(super) fn leftover_probe(node: &Node) -> String {
 /// Forgets a membership change on every node (its marker), once the servers it changed are
 /// removed: nothing is left to restore.
 pub(super) async fn forget(control: &Control) -> anyhow::Result<()> {
-    let removals = control.nodes().iter().map(|node| {
-        let cmd = format!("rm -f {}", marker(node));
-        async move { control.exec(node, &cmd, Retry::Idempotent).await }
-    });
-    for result in futures::future::join_all(removals).await {
-        result?;
-    }
-    Ok(())
+    set_markers(control, control.nodes().to_vec(), false).await
 }
 
 /// How many voters a change may take out of `planned`: what leaves a majority voting.
@@ -241,17 +234,20 @@ async fn reconfigure(db: &dyn Db, joining: &[String], leaving: &[String]) -> any
 
 /// Puts `marker`s on (or, `present` false, removes them from) every planned server's node.
 async fn mark(control: &Control, db: &dyn Db, present: bool) -> anyhow::Result<()> {
-    let marks = db
-        .planned_members()
-        .into_iter()
-        .map(|(node, _)| async move {
-            let file = marker(&node);
-            let cmd = match present {
-                true => format!("mkdir -p /var/lib/stampede && touch {file}"),
-                false => format!("rm -f {file}"),
-            };
-            control.exec(&node, &cmd, Retry::Idempotent).await
-        });
+    let nodes = db.planned_members().into_iter().map(|(node, _)| node);
+    set_markers(control, nodes.collect(), present).await
+}
+
+/// Puts the marker of a membership change on `nodes` (`present`), or removes it.
+async fn set_markers(control: &Control, nodes: Vec<Node>, present: bool) -> anyhow::Result<()> {
+    let marks = nodes.into_iter().map(|node| async move {
+        let file = marker(&node);
+        let cmd = match present {
+            true => format!("mkdir -p /var/lib/stampede && touch {file}"),
+            false => format!("rm -f {file}"),
+        };
+        control.exec(&node, &cmd, Retry::Idempotent).await
+    });
     for result in futures::future::join_all(marks).await {
         result?;
     }
