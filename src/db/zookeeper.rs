@@ -18,7 +18,8 @@ use crate::control::{Control, Node, Retry};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Install {
-    /// The distribution's `zookeeper` package, installed with apt-get when missing.
+    /// The distribution's ZooKeeper jars (Debian's `libzookeeper-java`, with a headless Java
+    /// runtime), installed with apt-get when missing.
     Package,
     /// An Apache release tarball (`apache-zookeeper-X-bin.tar.gz`), a local path uploaded to
     /// the nodes or an `http(s)://` URL the nodes download.
@@ -192,7 +193,8 @@ impl ZooKeeper {
             Install::Package => {
                 let cmd = "test -f /usr/share/java/zookeeper.jar || \
                      (export DEBIAN_FRONTEND=noninteractive; apt-get update -q && \
-                      apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 zookeeper)";
+                      apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 \
+                      libzookeeper-java default-jre-headless)";
                 control
                     .run_checked(node, cmd, Duration::from_secs(600), Retry::Idempotent)
                     .await?;
