@@ -23,15 +23,21 @@ use serde_json::Value;
 /// The membership lines (`server.N=…`) server `i` reports with the `conf` four-letter word.
 fn membership(cluster: &TestCluster, i: usize) -> Vec<String> {
     let address = format!("{}{i}:2181", cluster.net());
-    let mut stream = TcpStream::connect(&address).unwrap_or_else(|e| panic!("{address}: {e}"));
-    stream.write_all(b"conf").unwrap();
+    try_membership(&address).unwrap_or_else(|e| panic!("{address}: {e}"))
+}
+
+/// What server `address` answers to `conf`, its membership lines; an error when it does
+/// not take the connection.
+fn try_membership(address: &str) -> std::io::Result<Vec<String>> {
+    let mut stream = TcpStream::connect(address)?;
+    stream.write_all(b"conf")?;
     let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    answer
+    stream.read_to_string(&mut answer)?;
+    Ok(answer
         .lines()
         .filter(|l| l.starts_with("server."))
         .map(str::to_string)
-        .collect()
+        .collect())
 }
 
 /// The database arguments of the keeperd scenarios.
@@ -55,18 +61,24 @@ fn stampede_ok(cluster: &TestCluster, args: &[&str], db: &[String]) -> String {
     cluster.stampede_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
-/// Asserts that every server reports the planned membership: three voting participants.
+/// Asserts that every server reports the planned membership, three voting participants,
+/// within 30 s: a server the heal just started takes a few seconds to serve and to sync.
 fn assert_planned_membership(cluster: &TestCluster, db: &[String]) {
     let net = cluster.net();
     let planned: Vec<String> = (1..=3)
         .map(|i| format!("server.{i}={net}{i}:2888:3888:participant;{net}{i}:2181"))
         .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
     for i in 1..=3 {
-        assert_eq!(
-            membership(cluster, i),
-            planned,
-            "the membership n{i} reports"
-        );
+        let address = format!("{net}{i}:2181");
+        let reported = loop {
+            let reported = try_membership(&address).map_err(|e| e.to_string());
+            if reported.as_ref() == Ok(&planned) || Instant::now() > deadline {
+                break reported;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        assert_eq!(reported, Ok(planned.clone()), "the membership n{i} reports");
     }
     let status = stampede_ok(cluster, &["db", "status"], db);
     assert!(

@@ -27,7 +27,7 @@ pub enum Restart {
 /// Heals one node: boots its guest if it lost power, removes partition rules, disarms a log
 /// trigger, resumes a paused server, puts back a data file a corrupt fault damaged if its
 /// server is not running, and with [`Restart::Servers`] restarts a server that was set up but
-/// is not running. Returns what it did.
+/// is not running (unless a membership change is pending there). Returns what it did.
 async fn heal_node(
     control: &Control,
     db: &dyn Db,
@@ -75,7 +75,10 @@ async fn heal_node(
     }
     db.resume(control, node).await?;
     done.extend(corrupt::heal(control, db, node).await?);
+    // A server a membership change left out is started by the membership's heal, with the
+    // planned configuration; started here with its own, ZooKeeper exits at once.
     if restart == Restart::Servers
+        && !super::reconfig::is_marked(control, node).await?
         && db.is_set_up(control, node).await?
         && !db.is_running(control, node).await?
     {
