@@ -27,13 +27,13 @@ pub enum Restart {
 /// Heals one node: boots its guest if it lost power, removes partition rules, disarms a log
 /// trigger, resumes a paused server, puts back a data file a corrupt fault damaged if its
 /// server is not running, and with [`Restart::Servers`] restarts a server that was set up but
-/// is not running (unless a membership change is pending there). Returns what it did.
+/// is not running, unless a membership change is pending there. Returns what it did.
 async fn heal_node(
     control: &Control,
     db: &dyn Db,
     node: &Node,
     restart: Restart,
-) -> anyhow::Result<Vec<&'static str>> {
+) -> anyhow::Result<Healed> {
     let mut done = Vec::new();
     if super::power::power_on(control, node).await? {
         done.push("booted");
@@ -77,15 +77,27 @@ async fn heal_node(
     done.extend(corrupt::heal(control, db, node).await?);
     // A server a membership change left out is started by the membership's heal, with the
     // planned configuration; started here with its own, ZooKeeper exits at once.
+    let change_pending =
+        restart == Restart::Servers && super::reconfig::is_marked(control, node).await?;
     if restart == Restart::Servers
-        && !super::reconfig::is_marked(control, node).await?
+        && !change_pending
         && db.is_set_up(control, node).await?
         && !db.is_running(control, node).await?
     {
         db.start(control, node).await?;
         done.push("restarted server");
     }
-    Ok(done)
+    Ok(Healed {
+        done,
+        change_pending,
+    })
+}
+
+/// What healing one node did, and whether it found a membership change left pending there
+/// (looked for only with [`Restart::Servers`]).
+struct Healed {
+    done: Vec<&'static str>,
+    change_pending: bool,
 }
 
 /// Heals every node at once, once every command already sent (a fault action whose caller
@@ -109,14 +121,19 @@ pub async fn heal(control: &Control, db: &dyn Db, restart: Restart) -> anyhow::R
         .map(|n| heal_node(control, db, n, restart));
     let results = futures::future::join_all(heals).await;
     let mut failures = Vec::new();
+    let mut change_pending = false;
     for (node, result) in control.nodes().iter().zip(results) {
         match result {
-            Ok(done) => tracing::debug!(node = %node.name, "healed: {}", done.join(", ")),
+            Ok(healed) => {
+                change_pending |= healed.change_pending;
+                tracing::debug!(node = %node.name, "healed: {}", healed.done.join(", "));
+            }
             Err(e) => failures.push(format!("{}: {e:#}", node.name)),
         }
     }
     let membership = match restart {
-        Restart::Servers => super::reconfig::heal(control, db).await,
+        Restart::Servers if change_pending => super::reconfig::restore_planned(control, db).await,
+        Restart::Servers => Ok(()),
         Restart::Nothing => super::reconfig::forget(control).await,
     };
     if let Err(e) = membership {

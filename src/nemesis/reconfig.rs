@@ -315,24 +315,15 @@ async fn restore(control: &Control, db: &dyn Db) -> anyhow::Result<serde_json::V
     }))
 }
 
-/// Restores the planned membership if a membership change was started and not undone (its
-/// marker is on a node): the heal after a controller crash.
-pub async fn heal(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
-    let members = db.planned_members();
-    let checks = members.iter().map(|(node, _)| is_marked(control, node));
-    let mut marked = false;
-    for result in futures::future::join_all(checks).await {
-        marked |= result?;
-    }
-    if marked {
-        restore(control, db).await?;
-    }
-    Ok(())
+/// Restores the planned membership after a membership change that was started and not
+/// undone (its marker found on a node by [`is_marked`]): the heal after a controller crash.
+pub async fn restore_planned(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
+    restore(control, db).await.map(|_| ())
 }
 
 /// Whether `node` carries the marker of a membership change not undone: its stopped server
-/// is then started by [`heal`] once the planned membership is back (its own configuration
-/// may leave it out until then), not by the general heal.
+/// is then started by [`restore_planned`] once the planned membership is back (its own
+/// configuration may leave it out until then), not by the general heal.
 pub async fn is_marked(control: &Control, node: &Node) -> anyhow::Result<bool> {
     let cmd = format!("test -f {} && echo yes || true", marker(node));
     Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "yes")
