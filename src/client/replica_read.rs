@@ -1,8 +1,10 @@
 //! Reading every server's copy of a test's tree, each through a session of its own pinned to
 //! that one server (a connect string naming only it), for the replicas' comparison.
 //!
-//! First the ensemble settles: every server answers `srvr` in a serving mode at one zxid
-//! (the time that took is kept; settling may take half the bound). Then rounds, until every
+//! First every reading session is opened (opening one commits a transaction on every
+//! server, so none may open while another server is being read), then the ensemble settles:
+//! every server answers `srvr` in a serving mode at one zxid (the time that took is kept;
+//! opening and settling may take half the bound). Then rounds, until every
 //! server has been read at one zxid or the bound passes. In a round each server is asked its last zxid (`srvr`), its tree is
 //! read *without* `sync` (what a follower serves its own clients), its zxid asked again;
 //! then `sync`, the tree read again, the zxid asked a third time. A read is kept, labelled
@@ -212,18 +214,24 @@ pub async fn read_every_server(
 ) -> ReplicaReading {
     let start = Instant::now();
     let deadline = start + limit;
-    let settled = settle(endpoints, start + limit / 2).await;
-    let mut readers: Vec<Reader> = endpoints
-        .iter()
-        .map(|endpoint| Reader {
+    let opening = endpoints.iter().map(|endpoint| async move {
+        let opened = pinned_session(&endpoint.address(), start + limit / 2).await;
+        let (session, error) = match opened {
+            Ok(session) => (Some(session), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        Reader {
             endpoint,
-            session: None,
+            session,
             reading: ServerReading {
                 server: endpoint.name.clone(),
+                error,
                 ..ServerReading::default()
             },
-        })
-        .collect();
+        }
+    });
+    let mut readers: Vec<Reader> = futures::future::join_all(opening).await;
+    let settled = settle(endpoints, start + limit / 2).await;
     let mut reading = ReplicaReading {
         root: root.to_string(),
         settled_ms: settled.map(|d| d.as_millis() as u64),
