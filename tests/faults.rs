@@ -3,7 +3,7 @@
 //! the leader and a strobe on a follower and go back to zero, a packet delay raises client
 //! latencies by about the delay, and a package of every fault kind heals all of them.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own,
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own,
 //! made at the start and always removed at the end. Needs root on Linux.
 
 mod common;

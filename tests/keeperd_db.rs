@@ -9,7 +9,7 @@
 //! that keeps an ephemeral after its session ended (`keep-ephemeral`) is caught by the
 //! ephemeral workload's polls of it, an `ephemeral-outlived-session`.
 //!
-//! A custom harness (`harness = false`) in lanes side by side (up to four, tests/common), each on a cluster of its own. Needs root on Linux and the
+//! A custom harness (`harness = false`) in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux and the
 //! keeperd binary built beside the test (`cargo test --workspace` builds it); the failpoint
 //! build is made here with cargo (`--bin keeperd-failpoints --features failpoints`).
 
@@ -396,7 +396,7 @@ fn a_follower_keeping_an_ephemeral_after_its_session_is_caught(cluster: &TestClu
 }
 
 fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    // Six lanes side by side, the longest scenarios first (tests/common).
     let scenarios: &[common::Scenario] = &[
         (
             "a_leader_writing_without_its_quorum_loses_acknowledged_writes",
@@ -445,7 +445,7 @@ fn main() {
     ];
     TestCluster::new("stkd", "10.241.12.0/24").run(
         3,
-        4,
+        6,
         common::nothing,
         scenarios,
         common::nothing,

@@ -5,7 +5,7 @@
 //! and isolating the current holder's node past its session timeout makes
 //! `on_disconnect: keep` overlap (and the checker say so) while `assume-lost` stays safe.
 //!
-//! A custom harness (`harness = false`) in lanes side by side (up to four, tests/common), each on a cluster of its own. Needs root on Linux.
+//! A custom harness (`harness = false`) in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux.
 
 mod common;
 
@@ -269,7 +269,7 @@ fn holder_test(
 }
 
 fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    // Six lanes side by side, the longest scenarios first (tests/common).
     let scenarios: &[common::Scenario] = &[
         (
             "isolating_the_holder_catches_keep",
@@ -298,7 +298,7 @@ fn main() {
     ];
     TestCluster::new("strec", "10.241.14.0/24").run(
         3,
-        4,
+        6,
         common::nothing,
         scenarios,
         common::nothing,

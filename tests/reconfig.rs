@@ -7,7 +7,7 @@
 //! `heal` after a controller SIGKILL restores the membership, restarting a removed server that
 //! had died.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own,
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own,
 //! made at the start and always removed at the end. Needs root on Linux.
 
 mod common;

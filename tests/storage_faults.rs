@@ -8,7 +8,7 @@
 //! middle of a rolling restart, and in the middle of a sequence (a partition and a killed
 //! server in place): `stampede heal` puts everything back and every server serves again.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own. Needs root on Linux,
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux,
 //! and the keeperd binary built beside the test (`cargo test --workspace`).
 
 mod common;

@@ -2,7 +2,7 @@
 //! local cluster of its own and leaves summary.json, junit.xml and index.html that agree with
 //! each other and with the tests' own results folders.
 //!
-//! A custom harness (`harness = false`): lanes side by side (up to four, tests/common), each on a cluster of its own,
+//! A custom harness (`harness = false`): lanes side by side (up to six, tests/common), each on a cluster of its own,
 //! made at the start and always removed at the end. Needs root on Linux.
 
 mod common;

@@ -9,7 +9,7 @@
 //! starts, a run no fault reached or whose fault failed to start is unknown, and kills aimed
 //! at a minority or the leader reach keeperd's one server.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own,
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own,
 //! made at the start and always removed at the end. Needs root on Linux.
 
 mod common;
@@ -750,7 +750,7 @@ fn kills_reach_the_one_keeperd_server(cluster: &TestCluster) {
 }
 
 fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    // Six lanes side by side, the longest scenarios first (tests/common).
     let scenarios: &[common::Scenario] = &[
         (
             "a_server_unreadable_after_the_run_leaves_it_unknown",
@@ -803,7 +803,7 @@ fn main() {
     ];
     TestCluster::new("strun", "10.241.10.0/24").run(
         3,
-        4,
+        6,
         common::nothing,
         scenarios,
         common::nothing,

@@ -6,7 +6,7 @@
 //! verdict `unknown`; `stampede heal` after a controller SIGKILL kills armed agents and removes
 //! the rules of one that fired.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to four, tests/common), each on a cluster of its own. Needs root on Linux.
+//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux.
 
 mod common;
 
@@ -307,7 +307,7 @@ fn heal_after_a_controller_sigkill_removes_a_fired_drop_and_armed_agents(cluster
 }
 
 fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
+    // Six lanes side by side, the longest scenarios first (tests/common).
     let scenarios: &[common::Scenario] = &[
         (
             "a_follower_killed_on_its_newleader_line_is_recorded_and_the_run_is_valid",
@@ -336,7 +336,7 @@ fn main() {
     ];
     TestCluster::new("sttrig", "10.241.17.0/24").run(
         3,
-        4,
+        6,
         common::nothing,
         scenarios,
         common::nothing,

@@ -2,7 +2,7 @@
 //! binary against a cluster of their own, and a harness (for `harness = false` test targets)
 //! that makes the cluster, runs the scenarios in order, checks after each that nothing was
 //! left behind, and always removes the cluster, ending with the `N passed, N failed` line.
-//! A target's scenarios are taken by up to four lanes side by side, each on a cluster of its
+//! A target's scenarios are taken by up to six lanes side by side, each on a cluster of its
 //! own, since most of their time is spent waiting on ensembles.
 
 #![allow(dead_code)] // each test target uses its own part of this module
@@ -114,12 +114,12 @@ impl TestCluster {
     }
 
     /// The cluster of lane `i` (from 1) beside this one: its name with a letter added (`b`,
-    /// `c`, …) and the third octet of its subnet moved up by 50 × `i`.
+    /// `c`, …) and the third octet of its subnet moved up by 40 × `i`.
     fn lane(&self, i: usize) -> TestCluster {
         let name = leak(format!("{}{}", self.name, (b'a' + i as u8) as char));
         let mut octets: Vec<String> = self.subnet.split('.').map(str::to_string).collect();
         let third: usize = octets[2].parse().expect("a subnet a.b.c.0/24");
-        octets[2] = (third + 50 * i).to_string();
+        octets[2] = (third + 40 * i).to_string();
         TestCluster::at(name, leak(octets.join(".")))
     }
 
@@ -260,15 +260,15 @@ impl Queue<'_> {
     }
 }
 
-/// How many lanes a target may run side by side: `STAMPEDE_TEST_LANES` (1–4), else 4.
+/// How many lanes a target may run side by side: `STAMPEDE_TEST_LANES` (1–6), else 6.
 fn lanes_allowed() -> usize {
     match std::env::var("STAMPEDE_TEST_LANES") {
         Ok(v) => v
             .parse()
             .ok()
-            .filter(|n| (1..=4).contains(n))
-            .unwrap_or_else(|| panic!("STAMPEDE_TEST_LANES={v:?}: expected a number from 1 to 4")),
-        Err(_) => 4,
+            .filter(|n| (1..=6).contains(n))
+            .unwrap_or_else(|| panic!("STAMPEDE_TEST_LANES={v:?}: expected a number from 1 to 6")),
+        Err(_) => 6,
     }
 }
 
