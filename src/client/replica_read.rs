@@ -206,7 +206,8 @@ async fn settle(endpoints: &[NodeEndpoint], deadline: Instant) -> Option<Duratio
 
 /// Reads the tree under `root` from every server in `endpoints`, each through its own pinned
 /// session, without and with `sync`, until every server was read at one zxid or `limit`
-/// passed (settling takes at most half of it; at least one round is always made).
+/// passed (opening the sessions and settling take at most half of it; at least one round
+/// is always made).
 pub async fn read_every_server(
     endpoints: &[NodeEndpoint],
     root: &str,

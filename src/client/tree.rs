@@ -94,8 +94,9 @@ async fn read_znode(
         read => read?,
     };
     // A leaf's children are not asked for: most znodes a workload leaves are leaves, and
-    // on emulated guests every request counts. A child created after the read would move
-    // the server's zxid, which the caller watches.
+    // on emulated guests every request counts. A child created between the two requests is
+    // missed, as one created a moment after the listing would be: the tree is not read at
+    // one instant (the replicas' reader keeps only reads across which the zxid stood still).
     let children = match stat.num_children {
         0 => Vec::new(),
         _ => match client.list_children(path).await {
