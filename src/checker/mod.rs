@@ -27,6 +27,7 @@ pub mod parallel;
 pub mod replicas;
 pub mod result;
 pub mod search;
+pub mod server_logs;
 pub mod shrink;
 #[cfg(test)]
 pub mod synth;

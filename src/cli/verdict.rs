@@ -12,6 +12,7 @@ use crate::checker::formats::{self, Format};
 use crate::checker::lost::check_lost;
 use crate::checker::replicas::Replicas;
 use crate::checker::result::{Counts, Validity};
+use crate::checker::server_logs;
 use crate::history::{nothing_to_judge, Op, OpType, Process};
 use crate::report::timeline;
 use crate::store::{Results, RunFolder, TestConfig, SCHEMA};
@@ -60,7 +61,9 @@ pub fn judge(
 /// exposure to faults (each makes it at best unknown), the outcomes per function; writes
 /// `results.json` and `timeline.html` and forms the line: `verdict: <word> under <exposure>`
 /// (or `unknown (<why>)` when aborted, unfinished, without operations or not exposed as
-/// planned), then `; <checker's part>; [LOST STATE: …; ]operations …[; replicas: …]`.
+/// planned), then `; <checker's part>; [LOST STATE: …; ]operations …[; replicas: …]`, and
+/// `[; server logs: …]` when a server's collected log shows a known defect (named, not judged:
+/// it changes no verdict).
 fn finish(
     j: &Judging,
     workload: &dyn Workload,
@@ -113,14 +116,22 @@ fn finish(
         None => String::new(),
         Some(part) => format!("; {part}"),
     };
+    let seen = server_logs::sightings(&j.folder.node_logs("zookeeper.log"));
+    let seen_part = match server_logs::describe(&seen) {
+        None => String::new(),
+        Some(part) => format!("; {part}"),
+    };
     let line = format!(
-        "verdict: {word}; {}; {lost_part}{}{replicas_part}",
+        "verdict: {word}; {}; {lost_part}{}{replicas_part}{seen_part}",
         checked.line,
         operations_summary(&operations)
     );
     let mut checks = checked.checks;
     if let Some(replicas) = j.replicas {
         checks.insert("replicas".into(), serde_json::to_value(replicas)?);
+    }
+    if !seen.is_empty() {
+        checks.insert("server_logs".into(), serde_json::to_value(&seen)?);
     }
     let results = Results {
         schema: SCHEMA,
@@ -321,6 +332,35 @@ mod replicas_tests {
         let (unjudged, _) = judged(&Replicas::NotJudged("one server".into()));
         assert!(!unjudged.line.contains("replicas:"), "{}", unjudged.line);
         assert_eq!(unjudged.exit_code, 0);
+    }
+
+    #[test]
+    fn a_known_defect_in_a_servers_log_is_named_in_the_line_and_kept_in_the_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = RunFolder::open(dir.path());
+        let node = folder.node_dir("n2");
+        std::fs::create_dir_all(&node).unwrap();
+        let npe = "WARN Exception when following the leader\n\
+            java.lang.NullPointerException: Cannot read field \"hdr\" because \"pif\" is null\n\
+            \tat org.apache.zookeeper.server.quorum.Learner.syncWithLeader(Learner.java:655)\n";
+        std::fs::write(node.join("zookeeper.log"), npe).unwrap();
+        let j = Judging {
+            folder: &folder,
+            aborted: None,
+            unfinished: None,
+            config: None,
+            replicas: None,
+        };
+        let workload = workload::build(&workload::WorkloadFile::named(workload::DEFAULT)).unwrap();
+        let v = judge(&j, workload.as_ref(), &valid_register_history(), None).unwrap();
+        assert!(
+            v.line.ends_with("; server logs: ZOOKEEPER-4394 on n2 (a follower's DIFF sync failed (NullPointerException in Learner.syncWithLeader) and its replica may have diverged)"),
+            "{}",
+            v.line
+        );
+        assert_eq!(v.exit_code, 0, "named, not judged: {}", v.line);
+        let results = folder.read_results().unwrap().unwrap();
+        assert_eq!(results.checks["server_logs"][0]["node"], "n2");
     }
 
     /// The comparison of a hand-made reading in `tests/fixtures/replicas/`.

@@ -122,6 +122,24 @@ impl RunFolder {
         self.dir.join("nodes").join(node)
     }
 
+    /// The text of `nodes/<node>/<file>` for every node that has one, by node name (a
+    /// log not valid UTF-8 read lossily).
+    pub fn node_logs(&self, file: &str) -> Vec<(String, String)> {
+        let Ok(entries) = std::fs::read_dir(self.dir.join("nodes")) else {
+            return Vec::new();
+        };
+        let mut logs: Vec<(String, String)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let bytes = std::fs::read(e.path().join(file)).ok()?;
+                let node = e.file_name().to_string_lossy().to_string();
+                Some((node, String::from_utf8_lossy(&bytes).into_owned()))
+            })
+            .collect();
+        logs.sort();
+        logs
+    }
+
     /// Writes `test.yaml`.
     pub fn write_config(&self, config: &TestConfig) -> anyhow::Result<()> {
         crate::config::save(&self.config_path(), config)
