@@ -248,8 +248,14 @@ pub async fn heal(
     Ok((!restored.is_empty()).then_some("restored a corrupted data file"))
 }
 
-/// What a restarted server did within `limit` (usually [`WATCH`]): `serving`, `exited`, or
-/// `running, not serving`.
+/// Looks, 250 ms apart, that must all find a restarted server neither serving nor running
+/// before it counts as exited: one look has missed a server just started (on a loaded
+/// machine a keeperd that served 30 ms after its start was judged exited), while a server
+/// that refuses its files is gone for good.
+const EXITED_LOOKS: u32 = 4;
+
+/// What a restarted server did within `limit` (usually [`WATCH`]): `serving`, `exited` (not
+/// running on [`EXITED_LOOKS`] looks in a row), or `running, not serving`.
 pub(super) async fn watch(
     control: &Control,
     db: &dyn Db,
@@ -257,15 +263,23 @@ pub(super) async fn watch(
     limit: Duration,
 ) -> anyhow::Result<&'static str> {
     let deadline = tokio::time::Instant::now() + limit;
+    let mut not_running = 0;
     loop {
         if crate::db::modes(db, std::slice::from_ref(node)).await[0].is_some() {
             return Ok("serving");
         }
-        if !db.is_running(control, node).await? {
+        not_running = match db.is_running(control, node).await? {
+            true => 0,
+            false => not_running + 1,
+        };
+        if not_running >= EXITED_LOOKS {
             return Ok("exited");
         }
         if tokio::time::Instant::now() >= deadline {
-            return Ok("running, not serving");
+            return Ok(match not_running {
+                0 => "running, not serving",
+                _ => "exited",
+            });
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
