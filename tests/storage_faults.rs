@@ -36,7 +36,8 @@ const ZERO_THEN_TRUNCATE_SNAPSHOT: &str = "faults:\n\
     \x20 - {kind: corrupt, target: one, corrupt: {file: snapshot, how: truncate, bytes: 64}}\n";
 
 /// Runs a register test under the package `yaml` with `db_args`, asserts it was judged
-/// valid (or INVALID naming a known ZooKeeper defect its server logged), and returns its results folder and nemesis completions.
+/// valid (or INVALID naming a known ZooKeeper defect its server logged), and returns its
+/// results folder and nemesis completions.
 fn run_valid(
     cluster: &TestCluster,
     name: &str,

@@ -41,8 +41,8 @@ fn on_newleader(kind: &str, hold: &str) -> String {
     )
 }
 
-/// Asserts that a run was valid (or INVALID naming a known ZooKeeper defect) and that its first sequence had no shortfall; that
-/// sequence's firings.
+/// Asserts that a run was valid (or INVALID naming a known ZooKeeper defect) and that its
+/// first sequence had no shortfall; that sequence's firings.
 fn valid_firings(cluster: &TestCluster, out: &std::process::Output) -> Vec<Value> {
     common::assert_valid_or_known_defect(out);
     let dir = cluster.results_dir(out);

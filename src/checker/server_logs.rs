@@ -62,21 +62,16 @@ pub fn sightings(logs: &[(String, String)]) -> Vec<Sighting> {
     found
 }
 
-/// The verdict line's part for `sightings`, e.g. `server logs: ZOOKEEPER-4394 on n2 (…)`;
-/// `None` when there are none.
+/// The verdict line's part for `sightings` (grouped by defect, as [`sightings`] returns
+/// them), e.g. `server logs: ZOOKEEPER-4394 on n1, n2 (…)`; `None` when there are none.
 pub fn describe(sightings: &[Sighting]) -> Option<String> {
-    let mut parts: Vec<String> = Vec::new();
-    for s in sightings {
-        let nodes: Vec<&str> = sightings
-            .iter()
-            .filter(|o| o.id == s.id)
-            .map(|o| o.node.as_str())
-            .collect();
-        let part = format!("{} on {} ({})", s.id, nodes.join(", "), s.what);
-        if !parts.contains(&part) {
-            parts.push(part);
-        }
-    }
+    let parts: Vec<String> = sightings
+        .chunk_by(|a, b| a.id == b.id)
+        .map(|same| {
+            let nodes: Vec<&str> = same.iter().map(|s| s.node.as_str()).collect();
+            format!("{} on {} ({})", same[0].id, nodes.join(", "), same[0].what)
+        })
+        .collect();
     (!parts.is_empty()).then(|| format!("server logs: {}", parts.join("; ")))
 }
 
