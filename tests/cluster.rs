@@ -460,7 +460,7 @@ fn setup(_: &TestCluster) {
 
 fn main() {
     // One lane: the scenarios share the ensemble `setup` made and end with repairing it.
-    let scenarios: &[common::Scenario] = &[
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "ensemble_forms_with_one_leader",
             ensemble_forms_with_one_leader,
@@ -492,12 +492,10 @@ fn main() {
             cluster_up_is_idempotent_and_repairs,
         ),
     ];
-    TEST.run(
-        3,
-        1,
-        setup,
-        scenarios,
-        assert_nothing_left,
-        common::assert_cluster_gone,
-    );
+    let group = common::Group {
+        name: "cluster",
+        scenarios: SCENARIOS,
+        after_each: assert_nothing_left,
+    };
+    TEST.run(1, setup, &[group]);
 }

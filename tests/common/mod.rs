@@ -1,9 +1,10 @@
 //! What the integration tests that run on a local cluster share: running the `stampede`
 //! binary against a cluster of their own, and a harness (for `harness = false` test targets)
-//! that makes the cluster, runs the scenarios in order, checks after each that nothing was
-//! left behind, and always removes the cluster, ending with the `N passed, N failed` line.
-//! A target's scenarios are taken by up to six lanes side by side, each on a cluster of its
-//! own, since most of their time is spent waiting on ensembles.
+//! that makes the clusters, runs the scenarios, checks after each that nothing was left
+//! behind, and always removes the clusters, ending with the `N passed, N failed` line. The
+//! scenarios are taken by up to six lanes side by side, each on a cluster of its own, since
+//! most of their time is spent waiting on ensembles: `tests/clusters` pools the scenarios of
+//! every file in it, so that no lane idles while another file's longest scenario runs.
 
 #![allow(dead_code)] // each test target uses its own part of this module
 
@@ -140,20 +141,15 @@ impl TestCluster {
         TestCluster::at(name, leak(octets.join(".")))
     }
 
-    /// Runs the scenarios on up to `lanes` clusters side by side with `nodes` nodes each (this
-    /// one for the first lane, [`TestCluster::lane`] for the others; `STAMPEDE_TEST_LANES`
-    /// lowers the number on a slower machine): each lane takes the next scenario nobody has
-    /// taken, so list the longest first, and only scenarios that need no other's state. Prints
-    /// the summary line with the seconds taken (the CI budget is watched from them) and exits.
-    pub fn run(
-        &self,
-        nodes: usize,
-        lanes: usize,
-        setup: fn(&TestCluster),
-        scenarios: &[Scenario],
-        after_each: fn(&TestCluster),
-        after_all: fn(&TestCluster),
-    ) -> ! {
+    /// Runs the scenarios of `groups` on up to `lanes` clusters of three nodes side by side
+    /// (this one for the first lane, [`TestCluster::lane`] for the others;
+    /// `STAMPEDE_TEST_LANES` lowers the number on a slower machine), each lane running `setup`
+    /// on its cluster first. Each lane takes the next scenario nobody has taken, in turn from
+    /// each group (so list a group's longest first), followed by its group's `after_each`; a
+    /// scenario must need no other's state. Arguments on the command line select the
+    /// scenarios whose `group::name` contains one of them. Prints the summary line with the
+    /// seconds taken (the CI budget is watched from them) and exits.
+    pub fn run(&self, lanes: usize, setup: fn(&TestCluster), groups: &[Group]) -> ! {
         // SAFETY: geteuid has no preconditions.
         if unsafe { geteuid() } != 0 {
             eprintln!(
@@ -162,11 +158,16 @@ impl TestCluster {
             std::process::exit(1);
         }
         let started = std::time::Instant::now();
-        let lanes = lanes.min(lanes_allowed()).min(scenarios.len()).max(1);
+        let filters: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|a| !a.starts_with('-'))
+            .collect();
+        let jobs = Job::in_turn(groups, &filters);
+        let lanes = lanes.min(lanes_allowed()).min(jobs.len()).max(1);
         let others: Vec<TestCluster> = (1..lanes).map(|i| self.lane(i)).collect();
         let clusters: Vec<&TestCluster> = std::iter::once(self).chain(&others).collect();
         // Made one at a time: the first `cluster up` on a machine may install packages.
-        let nodes = nodes.to_string();
+        let nodes = NODES.to_string();
         let made: Vec<bool> = clusters
             .iter()
             .map(|c| {
@@ -178,16 +179,14 @@ impl TestCluster {
             .collect();
         let next = std::sync::atomic::AtomicUsize::new(0);
         let queue = Queue {
-            scenarios,
+            jobs: &jobs,
             next: &next,
         };
         let counts: Vec<(usize, usize)> = std::thread::scope(|s| {
             let lanes: Vec<_> = clusters
                 .iter()
                 .zip(made)
-                .map(|(c, made)| {
-                    s.spawn(move || c.run_lane(made, setup, queue, after_each, after_all))
-                })
+                .map(|(c, made)| s.spawn(move || c.run_lane(made, setup, queue)))
                 .collect();
             lanes.into_iter().map(|l| l.join().unwrap()).collect()
         });
@@ -201,18 +200,12 @@ impl TestCluster {
     }
 
     /// On this cluster (made if `made`): runs `setup`, then takes scenarios from the queue,
-    /// each followed by `after_each`; heals and tears the database down after a failed
-    /// scenario; always removes the cluster (checked by `after_all`), keeping the scratch
-    /// folder when a scenario failed; prints each outcome with its seconds and returns how
-    /// many passed and failed. A lane whose cluster could not be made takes no scenario.
-    fn run_lane(
-        &self,
-        made: bool,
-        setup: fn(&TestCluster),
-        queue: Queue,
-        after_each: fn(&TestCluster),
-        after_all: fn(&TestCluster),
-    ) -> (usize, usize) {
+    /// each followed by its group's `after_each`; heals and tears the database down after a
+    /// failed scenario; always removes the cluster (checked by [`assert_cluster_gone`]),
+    /// keeping the scratch folder when a scenario failed; prints each outcome with its seconds
+    /// and returns how many passed and failed. A lane whose cluster could not be made takes
+    /// no scenario.
+    fn run_lane(&self, made: bool, setup: fn(&TestCluster), queue: Queue) -> (usize, usize) {
         let (mut passed, mut failed) = (0, 0);
         let mut since = std::time::Instant::now();
         let mut record = |name: &str, ok: bool| {
@@ -228,17 +221,17 @@ impl TestCluster {
         };
         let ready = made && std::panic::catch_unwind(|| setup(self)).is_ok();
         if ready {
-            while let Some((name, scenario)) = queue.take() {
+            while let Some(job) = queue.take() {
                 let ok = std::panic::catch_unwind(|| {
-                    scenario(self);
-                    after_each(self);
+                    (job.scenario.1)(self);
+                    (job.group.after_each)(self);
                 })
                 .is_ok();
                 if !ok {
                     let _ = self.stampede(&["heal"]);
                     let _ = self.stampede(&["db", "teardown"]);
                 }
-                record(name, ok);
+                record(&job.name(), ok);
             }
             let _ = self.stampede(&["db", "teardown"]);
         } else {
@@ -246,7 +239,7 @@ impl TestCluster {
         }
         let removed = std::panic::catch_unwind(|| {
             self.stampede_ok(&["cluster", "down"]);
-            after_all(self);
+            assert_cluster_gone(self);
         });
         if removed.is_err() {
             let _ = self.stampede(&["cluster", "down"]);
@@ -262,18 +255,58 @@ impl TestCluster {
     }
 }
 
-/// The scenarios of one target, taken one at a time by its lanes.
+/// The nodes of every test cluster.
+const NODES: usize = 3;
+
+/// Scenarios that belong together (one file's), with what is checked after each.
+pub struct Group {
+    /// The group's name, before each of its scenarios' names in the output.
+    pub name: &'static str,
+    /// The scenarios, the longest first.
+    pub scenarios: &'static [Scenario],
+    /// Checked after each scenario (that it left nothing behind).
+    pub after_each: fn(&TestCluster),
+}
+
+/// One scenario of a group, as a lane takes it.
+struct Job<'a> {
+    group: &'a Group,
+    scenario: Scenario,
+}
+
+impl<'a> Job<'a> {
+    /// The scenarios of `groups` whose `group::name` contains one of `filters` (all when none
+    /// is given), in turn from each group: every group's first, then every group's second, …
+    fn in_turn(groups: &'a [Group], filters: &[String]) -> Vec<Job<'a>> {
+        let longest = groups.iter().map(|g| g.scenarios.len()).max().unwrap_or(0);
+        let all = (0..longest).flat_map(|i| {
+            groups.iter().filter_map(move |group| {
+                let scenario = *group.scenarios.get(i)?;
+                Some(Job { group, scenario })
+            })
+        });
+        all.filter(|job| filters.is_empty() || filters.iter().any(|f| job.name().contains(f)))
+            .collect()
+    }
+
+    /// `group::name`.
+    fn name(&self) -> String {
+        format!("{}::{}", self.group.name, self.scenario.0)
+    }
+}
+
+/// The scenarios of a run, taken one at a time by its lanes.
 #[derive(Clone, Copy)]
 struct Queue<'a> {
-    scenarios: &'a [Scenario],
+    jobs: &'a [Job<'a>],
     next: &'a std::sync::atomic::AtomicUsize,
 }
 
-impl Queue<'_> {
+impl<'a> Queue<'a> {
     /// The next scenario nobody has taken, if any is left.
-    fn take(&self) -> Option<Scenario> {
+    fn take(&self) -> Option<&'a Job<'a>> {
         let i = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.scenarios.get(i).copied()
+        self.jobs.get(i)
     }
 }
 

@@ -8,7 +8,7 @@
 //!
 //! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -301,9 +301,9 @@ fn heal_after_a_controller_sigkill_removes_a_fired_drop_and_armed_agents(cluster
     assert!(leftovers.is_empty(), "no agent file left: {leftovers:?}");
 }
 
-fn main() {
-    // Six lanes side by side, the longest scenarios first (tests/common).
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "a_follower_killed_on_its_newleader_line_is_recorded_and_the_run_is_valid",
             a_follower_killed_on_its_newleader_line_is_recorded_and_the_run_is_valid,
@@ -329,12 +329,9 @@ fn main() {
             heal_after_a_controller_sigkill_removes_a_fired_drop_and_armed_agents,
         ),
     ];
-    TestCluster::new("sttrig", "10.241.17.0/24").run(
-        3,
-        6,
-        common::nothing,
-        scenarios,
-        common::nothing,
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "triggers",
+        scenarios: SCENARIOS,
+        after_each: common::nothing,
+    }
 }

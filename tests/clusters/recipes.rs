@@ -7,7 +7,7 @@
 //!
 //! A custom harness (`harness = false`) in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux.
 
-mod common;
+use crate::common;
 
 use common::{last_line, text, TestCluster};
 use serde_json::Value;
@@ -268,9 +268,9 @@ fn holder_test(
     recipe_test(cluster, "lock-sequential", nemesis, &sets)
 }
 
-fn main() {
-    // Six lanes side by side, the longest scenarios first (tests/common).
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "isolating_the_holder_catches_keep",
             isolating_the_holder_catches_keep,
@@ -296,12 +296,9 @@ fn main() {
             isolating_the_holder_leaves_assume_lost_safe,
         ),
     ];
-    TestCluster::new("strec", "10.241.14.0/24").run(
-        3,
-        6,
-        common::nothing,
-        scenarios,
-        common::nothing,
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "recipes",
+        scenarios: SCENARIOS,
+        after_each: common::nothing,
+    }
 }

@@ -4,7 +4,7 @@
 //! fsyncs intact lose nothing acknowledged; `stampede heal` after a controller SIGKILL
 //! mid-fault brings the servers back; no layer stays mounted after any of it.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -239,9 +239,9 @@ fn no_layer_left(cluster: &TestCluster) {
     );
 }
 
-fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "keeperd_skipping_fsync_loses_acknowledged_writes",
             keeperd_skipping_fsync_loses_acknowledged_writes,
@@ -259,12 +259,9 @@ fn main() {
             heal_after_a_controller_sigkill_mid_fault,
         ),
     ];
-    TestCluster::new("stlazy", "10.241.23.0/24").run(
-        3,
-        4,
-        common::nothing,
-        scenarios,
-        no_layer_left,
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "lose_unfsynced",
+        scenarios: SCENARIOS,
+        after_each: no_layer_left,
+    }
 }

@@ -9,7 +9,7 @@
 //! A custom harness (`harness = false`): the scenarios run in lanes side by side
 //! (tests/common), each on a 3-node cluster of its own. Needs root on Linux.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Stdio};
@@ -375,9 +375,9 @@ fn a_second_cluster_on_a_used_subnet_is_refused(cluster: &TestCluster) {
     assert!(!std::path::Path::new("/var/lib/stampede/clusters/stdupe").exists());
 }
 
-fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "a_controller_killed_mid_fault_is_cleared_by_the_next_run",
             a_controller_killed_mid_fault_is_cleared_by_the_next_run,
@@ -403,12 +403,9 @@ fn main() {
             a_second_cluster_on_a_used_subnet_is_refused,
         ),
     ];
-    TestCluster::new("stuna", "10.241.30.0/24").run(
-        3,
-        4,
-        common::nothing,
-        scenarios,
-        common::nothing,
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "unattended",
+        scenarios: SCENARIOS,
+        after_each: common::nothing,
+    }
 }

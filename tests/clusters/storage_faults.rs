@@ -11,7 +11,7 @@
 //! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux,
 //! and the keeperd binary built beside the test (`cargo test --workspace`).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -458,9 +458,9 @@ fn no_copy_left(cluster: &TestCluster) {
     );
 }
 
-fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "zookeeper_survives_a_corrupted_log_and_snapshot",
             zookeeper_survives_a_corrupted_log_and_snapshot,
@@ -486,12 +486,9 @@ fn main() {
             heal_undoes_a_sequence_left_in_place,
         ),
     ];
-    TestCluster::new("ststor", "10.241.21.0/24").run(
-        3,
-        4,
-        common::nothing,
-        scenarios,
-        no_copy_left,
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "storage_faults",
+        scenarios: SCENARIOS,
+        after_each: no_copy_left,
+    }
 }

@@ -13,7 +13,7 @@
 //! keeperd binary built beside the test (`cargo test --workspace` builds it); the failpoint
 //! build is made here with cargo (`--bin keeperd-failpoints --features failpoints`).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -395,9 +395,9 @@ fn a_follower_keeping_an_ephemeral_after_its_session_is_caught(cluster: &TestClu
     assert_eq!(report["settled"], true, "{report}");
 }
 
-fn main() {
-    // Six lanes side by side, the longest scenarios first (tests/common).
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "a_leader_writing_without_its_quorum_loses_acknowledged_writes",
             a_leader_writing_without_its_quorum_loses_acknowledged_writes,
@@ -443,12 +443,9 @@ fn main() {
             a_follower_keeping_an_ephemeral_after_its_session_is_caught,
         ),
     ];
-    TestCluster::new("stkd", "10.241.12.0/24").run(
-        3,
-        6,
-        common::nothing,
-        scenarios,
-        common::nothing,
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "keeperd_db",
+        scenarios: SCENARIOS,
+        after_each: common::nothing,
+    }
 }

@@ -12,7 +12,7 @@
 //! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own,
 //! made at the start and always removed at the end. Needs root on Linux.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -746,9 +746,9 @@ fn kills_reach_the_one_keeperd_server(cluster: &TestCluster) {
     }
 }
 
-fn main() {
-    // Six lanes side by side, the longest scenarios first (tests/common).
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "a_server_unreadable_after_the_run_leaves_it_unknown",
             a_server_unreadable_after_the_run_leaves_it_unknown,
@@ -798,12 +798,9 @@ fn main() {
             a_mistyped_package_is_refused_before_anything_starts,
         ),
     ];
-    TestCluster::new("strun", "10.241.10.0/24").run(
-        3,
-        6,
-        common::nothing,
-        scenarios,
-        common::nothing,
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "test_run",
+        scenarios: SCENARIOS,
+        after_each: common::nothing,
+    }
 }

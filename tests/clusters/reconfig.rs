@@ -10,7 +10,7 @@
 //! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own,
 //! made at the start and always removed at the end. Needs root on Linux.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -229,7 +229,8 @@ fn packages_below_a_majority_are_refused(cluster: &TestCluster) {
         let package = cluster.work.join(format!("{name}.yaml"));
         std::fs::write(&package, yaml).unwrap();
         let package = package.display().to_string();
-        let mut args = vec!["test", "--nemesis", package.as_str()];
+        let results = cluster.work.join("refused").display().to_string();
+        let mut args = vec!["test", "--nemesis", &package, "--results", &results];
         args.extend_from_slice(extra);
         let out = cluster.stampede(&args);
         assert!(!out.status.success(), "refused: {}", text(&out));
@@ -261,7 +262,7 @@ fn packages_below_a_majority_are_refused(cluster: &TestCluster) {
         ),
         "{keeperd}"
     );
-    assert!(!cluster.work.join("results").exists(), "no run was started");
+    assert!(!cluster.work.join("refused").exists(), "no run was started");
     let status = text(&cluster.stampede(&["db", "status"]));
     let idle = status.matches("not serving").count();
     assert_eq!(idle, 3, "no server was started: {status}");
@@ -319,10 +320,9 @@ fn keeperd_heal_after_a_controller_sigkill_restores_the_membership(cluster: &Tes
     heal_after_a_controller_sigkill(cluster, &keeperd(), "/var/lib/stampede/keeperd");
 }
 
-fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
-    // The refusals come first, on a fresh cluster: they check that no server was started.
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "packages_below_a_majority_are_refused",
             packages_below_a_majority_are_refused,
@@ -352,12 +352,9 @@ fn main() {
             heal_after_a_controller_sigkill_restores_the_membership,
         ),
     ];
-    TestCluster::new("strcfg", "10.241.25.0/24").run(
-        3,
-        4,
-        common::nothing,
-        scenarios,
-        |_| {},
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "reconfig",
+        scenarios: SCENARIOS,
+        after_each: common::nothing,
+    }
 }

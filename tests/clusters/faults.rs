@@ -6,7 +6,7 @@
 //! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own,
 //! made at the start and always removed at the end. Needs root on Linux.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
@@ -241,9 +241,9 @@ fn every_fault_kind_in_one_test_is_healed(cluster: &TestCluster) {
     }
 }
 
-fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "every_fault_kind_in_one_test_is_healed",
             every_fault_kind_in_one_test_is_healed,
@@ -257,12 +257,9 @@ fn main() {
             packet_delay_raises_latency_by_about_the_delay,
         ),
     ];
-    TestCluster::new("stfault", "10.241.13.0/24").run(
-        3,
-        4,
-        common::nothing,
-        scenarios,
-        assert_no_fault_left,
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "faults",
+        scenarios: SCENARIOS,
+        after_each: assert_no_fault_left,
+    }
 }

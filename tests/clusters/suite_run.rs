@@ -5,7 +5,7 @@
 //! A custom harness (`harness = false`): lanes side by side (up to six, tests/common), each on a cluster of its own,
 //! made at the start and always removed at the end. Needs root on Linux.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
@@ -179,9 +179,9 @@ fn a_keeperd_suite_uploads_the_binary_it_is_given(cluster: &TestCluster) {
     );
 }
 
-fn main() {
-    // Up to four lanes side by side, the longest scenarios first (tests/common).
-    let scenarios: &[common::Scenario] = &[
+/// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
+pub fn group() -> common::Group {
+    const SCENARIOS: &[common::Scenario] = &[
         (
             "a_two_by_two_suite_runs_unattended_and_reports_consistently",
             a_two_by_two_suite_runs_unattended_and_reports_consistently,
@@ -195,12 +195,9 @@ fn main() {
             a_keeperd_suite_uploads_the_binary_it_is_given,
         ),
     ];
-    TestCluster::new("stsuite", "10.241.11.0/24").run(
-        3,
-        4,
-        common::nothing,
-        scenarios,
-        common::nothing,
-        common::assert_cluster_gone,
-    );
+    common::Group {
+        name: "suite_run",
+        scenarios: SCENARIOS,
+        after_each: common::nothing,
+    }
 }

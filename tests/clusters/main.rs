@@ -1,0 +1,39 @@
+//! The scenarios that run `stampede` against real local clusters (network namespaces with
+//! sshd, real ZooKeeper and keeperd servers), one file per subject, pooled: six lanes, each on
+//! a cluster of its own, take the scenarios of every file in turn, so that the files' longest
+//! scenarios run side by side instead of one file after another. Run one file's or one
+//! scenario's with a filter: `cargo test --release --test clusters -- triggers::`.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod faults;
+mod keeperd_db;
+mod lose_unfsynced;
+mod recipes;
+mod reconfig;
+mod storage_faults;
+mod suite_run;
+mod test_run;
+mod triggers;
+mod unattended;
+
+use common::TestCluster;
+
+fn main() {
+    // Built (a few minutes) beside the first lanes, not in the first lane that needs it while
+    // the others that need it wait.
+    std::thread::spawn(common::failpoints_binary);
+    let groups = [
+        keeperd_db::group(),
+        test_run::group(),
+        recipes::group(),
+        storage_faults::group(),
+        triggers::group(),
+        unattended::group(),
+        reconfig::group(),
+        faults::group(),
+        suite_run::group(),
+        lose_unfsynced::group(),
+    ];
+    TestCluster::new("stpool", "10.241.40.0/24").run(6, common::nothing, &groups);
+}
