@@ -102,7 +102,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Exec(args) => runtime()?.block_on(exec::run(args)),
         Command::Heal(args) => runtime()?.block_on(nemesis::heal(args)),
         Command::Nemesis(args) => runtime()?.block_on(nemesis::run(args)),
-        Command::Suite(args) => suite::run(args),
+        Command::Suite(args) => runtime()?.block_on(suite::run(args)),
         Command::Serve(args) => serve::run(args),
         Command::Compare(args) => compare::run(args),
     }

@@ -2,20 +2,24 @@
 //! by contenders (every file of it when named by its workload, e.g. `lock`), then the sweep's
 //! table and plots of them all.
 
-use std::path::PathBuf;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use futures::FutureExt;
 
 use super::test::TestArgs;
-use crate::config;
+use crate::config::{self, Override};
+use crate::nemesis::{self, Interrupts};
 use crate::store::RunFolder;
 use crate::workload::{self, WorkloadFile};
 
-/// Runs the test once per (lock recipe, contenders) of `args`, each as a child `stampede test`
-/// with the other flags as given, then draws the sweep's plots; exits with the worst exit code
-/// of the runs.
-pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
+/// Runs the test once per (lock recipe, contenders) of `args`, each in this process with the
+/// other flags as given, then draws the sweep's plots; exits with the worst exit code of the
+/// runs. A signal stops the sweep after the run it came in (the plots drawn of the runs so
+/// far, exit 2).
+pub async fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         !args.contenders.contains(&0),
         "--contenders: every value must be at least 1"
@@ -29,29 +33,25 @@ pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     );
     let recipes = sweep_workloads(workload)?;
     let nemesis = super::test::stem(&config::resolve("nemeses", &args.nemesis)?);
-    let exe = std::env::current_exe().context("cannot find the stampede binary")?;
-    let forwarded = forwarded_args(std::env::args().skip(1));
     let (mut runs, mut worst) = (Vec::new(), 0u8);
-    for recipe in &recipes {
-        for n in &args.contenders {
+    'sweep: for recipe in &recipes {
+        for &n in &args.contenders {
             eprintln!("sweep: {recipe} with {n} contenders");
             let name = match args.names.first() {
                 Some(name) => format!("{name}-{recipe}"),
                 None => format!("{recipe}-{nemesis}"),
             };
             let folder = RunFolder::create(&args.results, &name)?;
-            let status = std::process::Command::new(&exe)
-                .args(&forwarded)
-                .args(["--workload", recipe.as_str(), "--name", &name, "--set"])
-                .arg(format!("generator.concurrency={n}"))
-                .arg("--run-dir")
-                .arg(folder.dir())
-                .status()
-                .with_context(|| format!("cannot run {}", exe.display()))?;
-            worst = worst.max(status.code().map_or(2, |c| c.clamp(0, 2) as u8));
+            let code = run_one(&run_args(args, recipe, n, &name, folder.dir())).await;
+            worst = worst.max(code);
             match folder.read_results()? {
                 Some(_) => runs.push(folder.dir().to_path_buf()),
                 None => eprintln!("warning: {recipe} with {n} contenders left no results"),
+            }
+            if let Some(signal) = Interrupts::received() {
+                eprintln!("sweep: stopped by {signal}: no further runs");
+                worst = worst.max(2);
+                break 'sweep;
             }
         }
     }
@@ -70,6 +70,38 @@ pub fn run(args: &TestArgs) -> anyhow::Result<ExitCode> {
     print!("{table}");
     println!("sweep: {}", dir.display());
     Ok(ExitCode::from(worst))
+}
+
+/// Runs one test of the sweep in this process and prints its results folder and verdict line,
+/// or its error; returns its exit code (2 for an error, or a panic).
+async fn run_one(run: &TestArgs) -> u8 {
+    let ran = AssertUnwindSafe(super::test::run_test(run))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(nemesis::panicked(panic)));
+    match ran {
+        Ok(members) => {
+            super::test::print_outcomes(&members);
+            super::test::exit_code(&members)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            2
+        }
+    }
+}
+
+/// The arguments of the sweep's run of `recipe` with `contenders` processes: the sweep's own,
+/// with that workload, the run's name and folder, and `generator.concurrency` set last.
+fn run_args(args: &TestArgs, recipe: &str, contenders: u64, name: &str, dir: &Path) -> TestArgs {
+    let mut run = args.clone();
+    run.workloads = vec![recipe.to_string()];
+    run.names = vec![name.to_string()];
+    run.run_dirs = vec![dir.to_path_buf()];
+    run.overrides
+        .push(Override::number("generator.concurrency", contenders));
+    run.contenders.clear();
+    run
 }
 
 /// The workload files a sweep runs: `workload` itself, or when it names a workload rather
@@ -114,44 +146,41 @@ fn contender_workloads() -> Vec<&'static str> {
     contenders.map(|e| e.name).collect()
 }
 
-/// The command line of the sweep without the flags each run sets itself (`--workload`,
-/// `--contenders`, `--name`, `--run-dir`).
-fn forwarded_args(args: impl Iterator<Item = String>) -> Vec<String> {
-    const OWN: [&str; 4] = ["--workload", "--contenders", "--name", "--run-dir"];
-    let mut kept = Vec::new();
-    let mut skip_value = false;
-    for arg in args {
-        if std::mem::take(&mut skip_value) {
-            continue;
-        }
-        if OWN.contains(&arg.as_str()) {
-            skip_value = true;
-        } else if !OWN.iter().any(|f| arg.starts_with(&format!("{f}="))) {
-            kept.push(arg);
-        }
-    }
-    kept
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: TestArgs,
+    }
+
     #[test]
-    fn a_sweep_forwards_every_flag_but_its_own() {
-        let line = "-v test --workload lock --contenders=5,20 --nemesis none --name x --time-limit 5s --keep-db";
-        let kept = forwarded_args(line.split(' ').map(String::from));
+    fn a_sweeps_run_keeps_every_flag_but_its_own() {
+        let line = "stampede --workload lock --contenders=5,20 --nemesis none --name x \
+                    --time-limit 5s --set generator.rate=3";
+        let args = <Wrap as clap::Parser>::parse_from(line.split_whitespace()).args;
+        let dir = Path::new("/r/x-lock-fair/1");
+        let run = run_args(&args, "lock-fair", 20, "x-lock-fair", dir);
+        assert_eq!(run.workloads, ["lock-fair"]);
+        assert_eq!(run.names, ["x-lock-fair"]);
+        assert_eq!(run.run_dirs, [dir]);
+        assert!(run.contenders.is_empty(), "a run is not a sweep again");
+        let set: Vec<Override> = ["generator.rate=3", "generator.concurrency=20"]
+            .iter()
+            .map(|o| o.parse().unwrap())
+            .collect();
+        assert_eq!(run.overrides, set, "the sweep's own override comes last");
+        assert_eq!(run.nemesis, "none");
         assert_eq!(
-            kept,
-            [
-                "-v",
-                "test",
-                "--nemesis",
-                "none",
-                "--time-limit",
-                "5s",
-                "--keep-db"
-            ]
+            run.time_limit.map(|d| d.0),
+            Some(std::time::Duration::from_secs(5))
+        );
+        assert_eq!(
+            args.overrides.len(),
+            1,
+            "the sweep's arguments are left as given"
         );
     }
 

@@ -22,8 +22,13 @@ use crate::progress::{Phase, Progress};
 use crate::store::{RunFolder, TestConfig};
 use crate::workload::{self, Workload, WorkloadFile};
 
+/// Where results go unless `--results` says otherwise.
+const RESULTS: &str = "results";
+/// Nodes in a local cluster made for a test unless `--cluster-nodes` says otherwise.
+const CLUSTER_NODES: usize = 5;
+
 /// Arguments of `stampede test`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct TestArgs {
     /// The workload: a name in workloads/ (register, lock-sequential, ...) or a path to a
     /// YAML file. Several (repeated, or separated by commas) run together: at once against
@@ -42,23 +47,23 @@ pub struct TestArgs {
     /// Override any field of the workload file, e.g. `--set generator.rate=100`
     /// (repeatable; nemesis fields as `nemesis.faults=[...]`).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
-    overrides: Vec<Override>,
+    pub(super) overrides: Vec<Override>,
     /// Shortcut for `--set generator.time_limit=…`: seconds (`30`) or with a unit (`2m`).
     #[arg(long, value_name = "DURATION", value_parser = config::Duration::parse_cli)]
-    time_limit: Option<config::Duration>,
+    pub(super) time_limit: Option<config::Duration>,
     /// The test's name in results/ (default: <workload>-<nemesis>); with workloads run
     /// together, one per workload in their order, or none.
     #[arg(long = "name", value_name = "NAME")]
     pub(super) names: Vec<String>,
     /// Where results go.
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = RESULTS)]
     pub(super) results: PathBuf,
     /// The run's folder, instead of a new `<results>/<name>/<time>/` (as a suite or a sweep
     /// gives each of its runs); with workloads run together, one per workload in their order.
     #[arg(long = "run-dir", value_name = "DIR")]
-    run_dirs: Vec<PathBuf>,
+    pub(super) run_dirs: Vec<PathBuf>,
     /// Nodes in the local cluster when it has to be made.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = CLUSTER_NODES)]
     cluster_nodes: usize,
     /// Leave the database running after the test (it is torn down by default).
     #[arg(long)]
@@ -69,21 +74,92 @@ pub struct TestArgs {
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub(super) contenders: Vec<u64>,
     #[command(flatten)]
-    targets: TargetArgs,
+    pub(super) targets: TargetArgs,
     #[command(flatten)]
-    db: DbChoice,
+    pub(super) db: DbChoice,
+}
+
+impl TestArgs {
+    /// The arguments of a test of `workloads` under `nemesis` on the nodes `targets` picks,
+    /// against the database `db`; every other flag as if not given.
+    pub(super) fn new(
+        workloads: Vec<String>,
+        nemesis: String,
+        targets: TargetArgs,
+        db: DbChoice,
+    ) -> TestArgs {
+        TestArgs {
+            workloads,
+            nemesis,
+            overrides: Vec::new(),
+            time_limit: None,
+            names: Vec::new(),
+            results: RESULTS.into(),
+            run_dirs: Vec::new(),
+            cluster_nodes: CLUSTER_NODES,
+            keep_db: false,
+            contenders: Vec::new(),
+            targets,
+            db,
+        }
+    }
+}
+
+/// How one workload of a test was judged.
+#[derive(Debug)]
+pub(super) struct MemberOutcome {
+    /// 0 valid, 1 anomalies found, 2 unknown or aborted.
+    pub exit_code: u8,
+    /// The verdict line.
+    pub verdict_line: String,
+    /// The run's folder.
+    pub folder: PathBuf,
 }
 
 /// Runs `stampede test`; exits 0 valid, 1 anomalies found, 2 unknown or aborted (with workloads
 /// run together, the worst of theirs: 1 if any found anomalies).
 pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     if !args.contenders.is_empty() {
-        return super::sweep::run(&args);
+        return super::sweep::run(&args).await;
     }
-    let plan = plan(&args)?;
+    let members = run_test(&args).await?;
+    print_outcomes(&members);
+    Ok(ExitCode::from(exit_code(&members)))
+}
+
+/// Prints each member's results folder and verdict line, the verdict line last.
+pub(super) fn print_outcomes(members: &[MemberOutcome]) {
+    for member in members {
+        println!("results: {}", member.folder.display());
+        println!("{}", member.verdict_line);
+    }
+}
+
+/// The exit code of a test of `members`: the worst of theirs.
+pub(super) fn exit_code(members: &[MemberOutcome]) -> u8 {
+    members.iter().fold(0, |worst, m| worse(worst, m.exit_code))
+}
+
+/// Runs the test `args` describes in this process, the way `stampede test` does (and each test
+/// of a suite or a sweep): plans it, claims the nodes, runs it and judges each workload's
+/// history. Returns each workload's outcome in order; an error means no verdict at all.
+pub(super) async fn run_test(args: &TestArgs) -> anyhow::Result<Vec<MemberOutcome>> {
+    let plan = plan(args)?;
     let progress = Progress::new(plan.files[0].file.generator.time_limit.0);
+    let outcomes = claim_and_run(plan, args, progress.clone()).await;
+    progress.finish();
+    outcomes
+}
+
+/// Claims the nodes of `plan`, opens its run folders, runs it and judges each workload's
+/// history, showing how far it got on `progress`.
+async fn claim_and_run(
+    plan: Plan,
+    args: &TestArgs,
+    progress: Progress,
+) -> anyhow::Result<Vec<MemberOutcome>> {
     let claim = engine::claim(&plan.control, plan.db.as_ref(), Scope::Everything).await?;
-    let test = match open(plan, &args, progress) {
+    let test = match open(plan, args, progress) {
         Ok(test) => test,
         Err(e) => {
             claim.release().await;
@@ -92,7 +168,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
     };
     let done = engine::execute(&test, claim, args.keep_db).await;
     test.progress.set_phase(Phase::Check);
-    let mut worst = 0u8;
+    let mut outcomes = Vec::new();
     for (member, executed) in test.members.iter().zip(done) {
         let ops = member.recorder.ops();
         let judging = super::verdict::Judging {
@@ -107,12 +183,13 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         if let Err(e) = workload.plots(&ops, member.folder.dir()) {
             eprintln!("warning: plots of {}: {e:#}", member.config.name);
         }
-        test.progress.finish();
-        println!("results: {}", member.folder.dir().display());
-        println!("{}", verdict.line);
-        worst = worse(worst, verdict.exit_code);
+        outcomes.push(MemberOutcome {
+            exit_code: verdict.exit_code,
+            verdict_line: verdict.line,
+            folder: member.folder.dir().to_path_buf(),
+        });
     }
-    Ok(ExitCode::from(worst))
+    Ok(outcomes)
 }
 
 /// The worse of two exit codes of verdicts: anomalies found (1) over unknown (2) over valid.

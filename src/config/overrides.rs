@@ -8,8 +8,10 @@ use serde_yaml_ng::{Mapping, Value};
 
 /// One `--set path.to.field=value` flag. The path is a dot-separated list of mapping keys
 /// (or list indexes); the value is parsed as YAML, so `5`, `true`, `60s`, `[1, 2]` and
-/// `{a: 1}` all mean what they mean in a file, and an empty value means null.
-#[derive(Debug, Clone, PartialEq)]
+/// `{a: 1}` all mean what they mean in a file, and an empty value means null. In a file (a
+/// suite's `set:`) it is written as the flag's argument, `path.to.field=value`.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub struct Override {
     /// The flag's argument as given, for error messages.
     text: String,
@@ -40,6 +42,14 @@ impl FromStr for Override {
     }
 }
 
+impl TryFrom<String> for Override {
+    type Error = anyhow::Error;
+
+    fn try_from(text: String) -> anyhow::Result<Self> {
+        text.parse()
+    }
+}
+
 impl fmt::Display for Override {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "--set {}", self.text)
@@ -47,6 +57,16 @@ impl fmt::Display for Override {
 }
 
 impl Override {
+    /// Sets the field at `path` (dot-separated keys) to the number `value`, as
+    /// `--set path=value` does.
+    pub fn number(path: &str, value: u64) -> Override {
+        Override {
+            text: format!("{path}={value}"),
+            path: path.split('.').map(str::to_owned).collect(),
+            value: Value::from(value),
+        }
+    }
+
     /// Writes the value into `doc` at the path, creating missing mappings on the way.
     pub fn apply(&self, doc: &mut Value) -> anyhow::Result<()> {
         let mut node = doc;
@@ -137,6 +157,19 @@ mod tests {
             err.to_string(),
             "--set weights.3=7: `weights` is a list of 3 items, `3` is not an index in it"
         );
+    }
+
+    #[test]
+    fn a_number_set_by_the_program_is_the_flag_a_person_would_give() {
+        let flag: Override = "generator.concurrency=20".parse().unwrap();
+        assert_eq!(Override::number("generator.concurrency", 20), flag);
+        let from_file: Vec<Override> =
+            serde_yaml_ng::from_str("[generator.concurrency=20]").unwrap();
+        assert_eq!(from_file, [flag]);
+        let err = serde_yaml_ng::from_str::<Vec<Override>>("[rate]").unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("--set rate: expected path.to.field=value"));
     }
 
     #[test]

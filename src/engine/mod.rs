@@ -1,9 +1,10 @@
 //! The engine: a test's life on a cluster, from claiming the nodes to leaving them as they
-//! were. [`claim`] catches SIGINT and SIGTERM, takes the run lock on every node and clears what
-//! earlier runs left; [`execute`] sets the database up, runs the workloads under the nemesis,
-//! heals, compares the replicas, collects the logs, and then, whatever ended the run (an
-//! error on a node, a signal in any phase, a panic), heals and tears the database down and
-//! releases the lock, saying what it cleaned.
+//! were. [`claim`] catches SIGINT and SIGTERM (re-arming the process's one catcher, so that in a
+//! process running many tests a signal stops the run it comes in), takes the run lock on every
+//! node and clears what earlier runs left; [`execute`] sets the database up, runs the workloads
+//! under the nemesis, heals, compares the replicas, collects the logs, and then, whatever ended
+//! the run (an error on a node, a signal in any phase, a panic), heals and tears the database
+//! down and releases the lock, saying what it cleaned.
 
 mod lock;
 mod preflight;

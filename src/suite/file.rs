@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::config::{self, Override};
 
 /// A suite as written in YAML: every combination of the lists is run `repetitions` times.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SuiteFile {
     /// The suite's name in `results/suites/` (default: the file's name without `.yaml`).
@@ -29,7 +29,7 @@ pub struct SuiteFile {
     pub time_limit: Option<config::Duration>,
     /// Overrides given to every test, as `field=value` (like `--set`).
     #[serde(default)]
-    pub set: Vec<String>,
+    pub set: Vec<Override>,
     /// Run the workloads together: each (repetition, db, nemesis) is one test running every
     /// workload at once against one database under one nemesis schedule, each workload in a
     /// run folder of its own (default: one test per workload).
@@ -111,10 +111,6 @@ impl SuiteFile {
         }
         if self.together {
             self.validate_together()?;
-        }
-        for o in &self.set {
-            o.parse::<Override>()
-                .with_context(|| format!("set: {o:?}"))?;
         }
         if let Some(name) = &self.name {
             if name.is_empty()
@@ -344,7 +340,7 @@ mod tests {
             ),
             (
                 "workloads: [register]\nnemeses: [none]\nset: [nofield]\n",
-                "set: \"nofield\"",
+                "s.yaml:3:6: set: --set nofield: expected path.to.field=value",
             ),
             (
                 "workloads: [register]\nnemeses: [none]\ntime_limit: 60\n",

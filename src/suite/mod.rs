@@ -1,6 +1,6 @@
 //! Suites: a matrix of tests (workloads × nemeses × DBs × repetitions) run unattended, one
-//! `stampede test` process per test, summarised as `summary.json`, a JUnit XML report and an
-//! `index.html` in the suite's folder.
+//! after another in the suite's process, summarised as `summary.json`, a JUnit XML report and
+//! an `index.html` in the suite's folder.
 
 pub mod file;
 pub mod html;

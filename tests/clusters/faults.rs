@@ -3,8 +3,8 @@
 //! the leader and a strobe on a follower and go back to zero, a packet delay raises client
 //! latencies by about the delay, and a package of every fault kind heals all of them.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own,
-//! made at the start and always removed at the end. Needs root on Linux.
+//! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
+//! of a lane's, made at the start and always removed at the end. Needs root on Linux.
 
 use crate::common;
 

@@ -9,7 +9,8 @@
 //! that keeps an ephemeral after its session ended (`keep-ephemeral`) is caught by the
 //! ephemeral workload's polls of it, an `ephemeral-outlived-session`.
 //!
-//! A custom harness (`harness = false`) in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux and the
+//! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
+//! of a lane's, made at the start and always removed at the end. Needs root on Linux and the
 //! keeperd binary built beside the test (`cargo test --workspace` builds it); the failpoint
 //! build is made here with cargo (`--bin keeperd-failpoints --features failpoints`).
 

@@ -5,7 +5,8 @@
 //! and isolating the current holder's node past its session timeout makes
 //! `on_disconnect: keep` overlap (and the checker say so) while `assume-lost` stays safe.
 //!
-//! A custom harness (`harness = false`) in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux.
+//! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
+//! of a lane's, made at the start and always removed at the end. Needs root on Linux.
 
 use crate::common;
 

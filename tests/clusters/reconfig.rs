@@ -7,8 +7,8 @@
 //! `heal` after a controller SIGKILL restores the membership, restarting a removed server that
 //! had died.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own,
-//! made at the start and always removed at the end. Needs root on Linux.
+//! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
+//! of a lane's, made at the start and always removed at the end. Needs root on Linux.
 
 use crate::common;
 

@@ -8,7 +8,8 @@
 //! middle of a rolling restart, and in the middle of a sequence (a partition and a killed
 //! server in place): `stampede heal` puts everything back and every server serves again.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux,
+//! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
+//! of a lane's, made at the start and always removed at the end. Needs root on Linux,
 //! and the keeperd binary built beside the test (`cargo test --workspace`).
 
 use crate::common;

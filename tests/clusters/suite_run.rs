@@ -1,15 +1,17 @@
 //! Integration test of `stampede suite`: a 2 workloads × 2 nemeses suite runs unattended on a
 //! local cluster of its own and leaves summary.json, junit.xml and index.html that agree with
-//! each other and with the tests' own results folders.
+//! each other and with the tests' own results folders; a test that errors does not stop the
+//! suite, and a signal stops it after the test it came in.
 //!
-//! A custom harness (`harness = false`): lanes side by side (up to six, tests/common), each on a cluster of its own,
-//! made at the start and always removed at the end. Needs root on Linux.
+//! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
+//! of a lane's, made at the start and always removed at the end. Needs root on Linux.
 
 use crate::common;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use common::{keeperd_binary, text, TestCluster};
+use common::{keeperd_binary, text, Running, TestCluster};
 
 fn a_two_by_two_suite_runs_unattended_and_reports_consistently(cluster: &TestCluster) {
     let work = &cluster.work;
@@ -179,6 +181,52 @@ fn a_keeperd_suite_uploads_the_binary_it_is_given(cluster: &TestCluster) {
     );
 }
 
+/// SIGINT in the second test's run (the first has run, judged and left its catcher set to end
+/// the process): that test stops, is healed and judged `unknown`; the suite starts no further
+/// test, writes its reports unfinished and exits 2.
+fn a_signal_stops_the_suite_after_the_test_it_came_in(cluster: &TestCluster) {
+    std::fs::write(
+        cluster.work.join("stopped.yaml"),
+        "name: stopped\nworkloads: [register]\nnemeses: [none]\nrepetitions: 3\n\
+         time_limit: 20s\nset: [generator.quiet_period=1s]\n",
+    )
+    .unwrap();
+    let mut run = Running::start(cluster, &["suite", "stopped.yaml"]);
+    run.wait_until(Duration::from_secs(240), |seen| {
+        let second = seen
+            .iter()
+            .skip_while(|l| !l.ends_with("test 2/3: register-none-zookeeper #2"));
+        second.skip(1).any(|l| l.starts_with("progress: run ["))
+    });
+    run.signal("INT");
+    let (code, stdout, stderr) = run.finish(Duration::from_secs(120));
+    let said = format!("{stdout}{}", stderr.join("\n"));
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("suite stopped: stopped by SIGINT: no further test starts"),
+        "{said}"
+    );
+    assert!(!said.contains("test 3/3"), "no third test started: {said}");
+    let dir = std::fs::canonicalize(cluster.work.join("results/suites/stopped/latest")).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["finished"], false, "{summary:#}");
+    let tests = summary["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 2, "{summary:#}");
+    assert_eq!(tests[0]["verdict"], "valid", "{summary:#}");
+    assert_eq!(tests[1]["verdict"], "unknown", "{summary:#}");
+    let line = tests[1]["verdict_line"].as_str().unwrap();
+    assert!(line.contains("interrupted by SIGINT"), "{line}");
+    assert!(
+        line.contains("run lock released"),
+        "the nodes were cleaned: {line}"
+    );
+    assert!(
+        common::our_servers(cluster).is_empty(),
+        "no server left running"
+    );
+}
+
 /// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
 pub fn group() -> common::Group {
     const SCENARIOS: &[common::Scenario] = &[
@@ -193,6 +241,10 @@ pub fn group() -> common::Group {
         (
             "a_keeperd_suite_uploads_the_binary_it_is_given",
             a_keeperd_suite_uploads_the_binary_it_is_given,
+        ),
+        (
+            "a_signal_stops_the_suite_after_the_test_it_came_in",
+            a_signal_stops_the_suite_after_the_test_it_came_in,
         ),
     ];
     common::Group {

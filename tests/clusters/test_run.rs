@@ -9,8 +9,8 @@
 //! starts, a run no fault reached or whose fault failed to start is unknown, and kills aimed
 //! at a minority or the leader reach keeperd's one server.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own,
-//! made at the start and always removed at the end. Needs root on Linux.
+//! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
+//! of a lane's, made at the start and always removed at the end. Needs root on Linux.
 
 use crate::common;
 

@@ -6,7 +6,8 @@
 //! verdict `unknown`; `stampede heal` after a controller SIGKILL kills armed agents and removes
 //! the rules of one that fired.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side (up to six, tests/common), each on a cluster of its own. Needs root on Linux.
+//! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
+//! of a lane's, made at the start and always removed at the end. Needs root on Linux.
 
 use crate::common;
 

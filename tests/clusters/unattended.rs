@@ -6,18 +6,17 @@
 //! cluster on a used subnet is refused. Each scenario ends with a normal run that must be
 //! valid.
 //!
-//! A custom harness (`harness = false`): the scenarios run in lanes side by side
-//! (tests/common), each on a 3-node cluster of its own. Needs root on Linux.
+//! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
+//! of a lane's, made at the start and always removed at the end. Needs root on Linux.
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Stdio};
+use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{our_servers, partition_rules, text, TestCluster};
+use common::{our_servers, partition_rules, text, Running, TestCluster};
 
 /// Whether process `pid` is stopped (SIGSTOP).
 fn is_stopped(pid: u32) -> bool {
@@ -70,82 +69,6 @@ fn a_normal_run_is_valid(cluster: &TestCluster) -> String {
     );
     assert_clean(cluster);
     String::from_utf8_lossy(&out.stderr).to_string()
-}
-
-/// `stampede test` started in the background, its standard error read line by line.
-struct Running {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Running {
-    fn start(cluster: &TestCluster, args: &[&str]) -> Running {
-        let mut child = cluster
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        Running {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits until `ready` holds (checked with each line and every 200 ms) for at most
-    /// `limit`.
-    fn wait_until(&mut self, limit: Duration, mut ready: impl FnMut(&[String]) -> bool) {
-        let deadline = Instant::now() + limit;
-        while !ready(&self.seen) {
-            assert!(
-                Instant::now() < deadline,
-                "not ready within {limit:?}: {}",
-                self.seen.join("\n")
-            );
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
-                self.seen.push(line);
-            }
-        }
-    }
-
-    fn signal(&self, signal: &str) {
-        let sent = std::process::Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    }
-
-    /// Waits for the exit (at most `limit`); returns its code, standard output and every
-    /// line of standard error.
-    fn finish(mut self, limit: Duration) -> (Option<i32>, String, Vec<String>) {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                panic!("did not exit within {limit:?}: {}", self.seen.join("\n"));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut stdout = String::new();
-        std::io::Read::read_to_string(&mut self.child.stdout.take().unwrap(), &mut stdout).unwrap();
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(500)) {
-            self.seen.push(line);
-        }
-        (status.code(), stdout, self.seen)
-    }
 }
 
 /// A nodes file naming the cluster's nodes and one more that nothing answers: refused before

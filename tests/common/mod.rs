@@ -8,9 +8,11 @@
 
 #![allow(dead_code)] // each test target uses its own part of this module
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// A local cluster that one test target makes for itself.
 ///
@@ -508,4 +510,83 @@ pub fn partition_rules(cluster: &TestCluster) -> usize {
                 .count()
         })
         .sum()
+}
+
+/// A `stampede` command started in the background, its standard error read line by line.
+pub struct Running {
+    /// The running command.
+    pub child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    /// Starts `stampede args…` against `cluster`.
+    pub fn start(cluster: &TestCluster, args: &[&str]) -> Running {
+        let mut child = cluster
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Running {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits until `ready` holds (checked with each line and every 200 ms) for at most
+    /// `limit`.
+    pub fn wait_until(&mut self, limit: Duration, mut ready: impl FnMut(&[String]) -> bool) {
+        let deadline = Instant::now() + limit;
+        while !ready(&self.seen) {
+            assert!(
+                Instant::now() < deadline,
+                "not ready within {limit:?}: {}",
+                self.seen.join("\n")
+            );
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                self.seen.push(line);
+            }
+        }
+    }
+
+    /// Sends `signal` (a name such as `INT`) to the command.
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    /// Waits for the exit (at most `limit`); returns its code, standard output and every
+    /// line of standard error.
+    pub fn finish(mut self, limit: Duration) -> (Option<i32>, String, Vec<String>) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!("did not exit within {limit:?}: {}", self.seen.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(&mut self.child.stdout.take().unwrap(), &mut stdout).unwrap();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(500)) {
+            self.seen.push(line);
+        }
+        (status.code(), stdout, self.seen)
+    }
 }
