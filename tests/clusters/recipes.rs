@@ -3,7 +3,9 @@
 //! and live without faults; the sequential lock assuming loss stays safe and live through
 //! partitions and kills; the herd effect shows in the clients' and the servers' own counts;
 //! and isolating the current holder's node past its session timeout makes
-//! `on_disconnect: keep` overlap (and the checker say so) while `assume-lost` stays safe.
+//! `on_disconnect: keep` overlap (and the checker say so) while `assume-lost` stays safe; a
+//! sweep over counts of contenders runs one test per count, all in the sweep's own process,
+//! and draws them.
 //!
 //! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
 //! of a lane's, made at the start and always removed at the end. Needs root on Linux.
@@ -204,6 +206,55 @@ fn twenty_contenders_show_the_herd_effect(cluster: &TestCluster) {
     }
 }
 
+/// `stampede test --contenders 2,4`: one run per count, in the sweep's own process, each with
+/// its count of contenders and judged valid, then the sweep's table of both and its plots.
+fn a_sweep_runs_one_test_per_count_and_draws_them(cluster: &TestCluster) {
+    let args = [
+        "test",
+        "--workload",
+        "lock-sequential",
+        "--nemesis",
+        "none",
+        "--contenders",
+        "2,4",
+        "--time-limit",
+        "5s",
+    ];
+    let out = cluster.stampede(&args);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let sweep = cluster.work.join(
+        last_line(&out)
+            .strip_prefix("sweep: ")
+            .unwrap_or_else(|| panic!("a sweep line last: {said}")),
+    );
+    for plot in ["herd.png", "recipes.png"] {
+        let size = std::fs::metadata(sweep.join(plot)).map(|m| m.len());
+        assert!(size.is_ok_and(|n| n > 1000), "{plot} drawn: {said}");
+    }
+    let table = std::fs::read_to_string(sweep.join("table.txt")).unwrap();
+    let runs = cluster.work.join("results/lock-sequential-none");
+    let mut counts: Vec<u64> = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|run| {
+            let dir = run.unwrap().path();
+            let results: Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
+                    .unwrap();
+            assert_eq!(results["valid"], true, "{}: {results}", dir.display());
+            let stamp = dir.file_name().unwrap().to_string_lossy().to_string();
+            assert!(table.contains(&stamp), "{stamp} in the table:\n{table}");
+            let config = std::fs::read_to_string(dir.join("test.yaml")).unwrap();
+            let config: serde_yaml_ng::Value = serde_yaml_ng::from_str(&config).unwrap();
+            config["workload"]["generator"]["concurrency"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(counts, [2, 4], "one run per count: {said}");
+}
+
 /// The first holder keeps the lock for 24 s; 2 s in, its node is cut from the ensemble for
 /// 22 s. Its server stops serving within syncLimit (5 s), so an `assume-lost` holder stops
 /// then; the ensemble expires its session 10 s after last hearing of it (later when the cut
@@ -295,6 +346,10 @@ pub fn group() -> common::Group {
         (
             "isolating_the_holder_leaves_assume_lost_safe",
             isolating_the_holder_leaves_assume_lost_safe,
+        ),
+        (
+            "a_sweep_runs_one_test_per_count_and_draws_them",
+            a_sweep_runs_one_test_per_count_and_draws_them,
         ),
     ];
     common::Group {
