@@ -219,6 +219,9 @@ fn a_sweep_runs_one_test_per_count_and_draws_them(cluster: &TestCluster) {
         "2,4",
         "--time-limit",
         "5s",
+        // A folder of its own: the lane's cluster has run other scenarios' lock-sequential.
+        "--results",
+        "sweep",
     ];
     let out = cluster.stampede(&args);
     let said = text(&out);
@@ -233,7 +236,7 @@ fn a_sweep_runs_one_test_per_count_and_draws_them(cluster: &TestCluster) {
         assert!(size.is_ok_and(|n| n > 1000), "{plot} drawn: {said}");
     }
     let table = std::fs::read_to_string(sweep.join("table.txt")).unwrap();
-    let runs = cluster.work.join("results/lock-sequential-none");
+    let runs = cluster.work.join("sweep/lock-sequential-none");
     let mut counts: Vec<u64> = std::fs::read_dir(&runs)
         .unwrap()
         .map(|run| {
