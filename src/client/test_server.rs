@@ -36,6 +36,21 @@ impl ZkServer {
                 "{jar} is missing: install Debian's zookeeper package"
             );
         }
+        // The free port is only free when looked at: another test's server or connection may
+        // take it before this JVM binds it, and the server exits. A fresh port then.
+        let mut exited = String::new();
+        for _ in 0..3 {
+            let mut server = ZkServer::configured();
+            match server.launch() {
+                Ok(()) => return server,
+                Err(why) => exited = why,
+            }
+        }
+        panic!("ZooKeeper exited three times on fresh ports: {exited}");
+    }
+
+    /// A server configured on a port free now, in a temporary directory, not started.
+    fn configured() -> ZkServer {
         let dir = tempfile::tempdir().expect("temporary directory");
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -49,13 +64,11 @@ impl ZkServer {
             data.display()
         );
         std::fs::write(dir.path().join("zoo.cfg"), cfg).expect("zoo.cfg");
-        let mut server = ZkServer {
+        ZkServer {
             dir,
             port,
             child: None,
-        };
-        server.restart();
-        server
+        }
     }
 
     /// The server as a node endpoint named `zk`.
@@ -77,8 +90,16 @@ impl ZkServer {
 
     /// Starts the server again on the same port and data directory (a no-op when running).
     pub fn restart(&mut self) {
+        if let Err(why) = self.launch() {
+            panic!("{why}");
+        }
+    }
+
+    /// Starts the server unless it runs and waits until it serves; says why when it exited
+    /// first.
+    fn launch(&mut self) -> Result<(), String> {
         if self.child.is_some() {
-            return;
+            return Ok(());
         }
         let log = std::fs::File::create(self.dir.path().join("server.log")).expect("server log");
         let child = Command::new("java")
@@ -96,9 +117,13 @@ impl ZkServer {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !self.is_serving() {
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                self.child = None;
                 let log =
                     std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
-                panic!("ZooKeeper exited with {status}: {log}");
+                return Err(format!(
+                    "ZooKeeper on port {} exited with {status}: {log}",
+                    self.port
+                ));
             }
             assert!(
                 Instant::now() < deadline,
@@ -107,6 +132,7 @@ impl ZkServer {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+        Ok(())
     }
 
     /// Whether `srvr` reports a mode: `ruok` answers before the server takes sessions.
