@@ -496,6 +496,7 @@ fn main() {
         name: "cluster",
         scenarios: SCENARIOS,
         after_each: assert_nothing_left,
+        prepare: None,
     };
     TEST.run(1, setup, &[group]);
 }

@@ -261,5 +261,6 @@ pub fn group() -> common::Group {
         name: "faults",
         scenarios: SCENARIOS,
         after_each: assert_no_fault_left,
+        prepare: None,
     }
 }

@@ -12,7 +12,8 @@
 //! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
 //! of a lane's, made at the start and always removed at the end. Needs root on Linux and the
 //! keeperd binary built beside the test (`cargo test --workspace` builds it); the failpoint
-//! build is made here with cargo (`--bin keeperd-failpoints --features failpoints`).
+//! build is made with cargo as the lanes begin (the group's `prepare`: `--bin
+//! keeperd-failpoints --features failpoints`).
 
 use crate::common;
 
@@ -448,5 +449,6 @@ pub fn group() -> common::Group {
         name: "keeperd_db",
         scenarios: SCENARIOS,
         after_each: common::nothing,
+        prepare: Some(common::build_failpoints),
     }
 }

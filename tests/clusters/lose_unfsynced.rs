@@ -263,5 +263,6 @@ pub fn group() -> common::Group {
         name: "lose_unfsynced",
         scenarios: SCENARIOS,
         after_each: no_layer_left,
+        prepare: Some(common::build_failpoints),
     }
 }

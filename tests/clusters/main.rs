@@ -20,9 +20,6 @@ mod unattended;
 use common::TestCluster;
 
 fn main() {
-    // Built (a few minutes) beside the first lanes, not in the first lane that needs it while
-    // the others that need it wait.
-    std::thread::spawn(common::failpoints_binary);
     let groups = [
         keeperd_db::group(),
         test_run::group(),

@@ -359,5 +359,6 @@ pub fn group() -> common::Group {
         name: "recipes",
         scenarios: SCENARIOS,
         after_each: common::nothing,
+        prepare: None,
     }
 }

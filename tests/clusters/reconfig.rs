@@ -356,5 +356,6 @@ pub fn group() -> common::Group {
         name: "reconfig",
         scenarios: SCENARIOS,
         after_each: common::nothing,
+        prepare: None,
     }
 }

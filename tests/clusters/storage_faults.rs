@@ -491,5 +491,6 @@ pub fn group() -> common::Group {
         name: "storage_faults",
         scenarios: SCENARIOS,
         after_each: no_copy_left,
+        prepare: None,
     }
 }

@@ -251,5 +251,6 @@ pub fn group() -> common::Group {
         name: "suite_run",
         scenarios: SCENARIOS,
         after_each: common::nothing,
+        prepare: None,
     }
 }

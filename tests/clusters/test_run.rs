@@ -802,5 +802,6 @@ pub fn group() -> common::Group {
         name: "test_run",
         scenarios: SCENARIOS,
         after_each: common::nothing,
+        prepare: None,
     }
 }

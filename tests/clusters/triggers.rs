@@ -334,5 +334,6 @@ pub fn group() -> common::Group {
         name: "triggers",
         scenarios: SCENARIOS,
         after_each: common::nothing,
+        prepare: None,
     }
 }

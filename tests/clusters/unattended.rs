@@ -330,5 +330,6 @@ pub fn group() -> common::Group {
         name: "unattended",
         scenarios: SCENARIOS,
         after_each: common::nothing,
+        prepare: None,
     }
 }

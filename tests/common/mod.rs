@@ -165,6 +165,12 @@ impl TestCluster {
             .filter(|a| !a.starts_with('-'))
             .collect();
         let jobs = Job::in_turn(groups, &filters);
+        let chosen = groups
+            .iter()
+            .filter(|g| jobs.iter().any(|j| std::ptr::eq(j.group, *g)));
+        for prepare in chosen.filter_map(|g| g.prepare) {
+            std::thread::spawn(prepare);
+        }
         let lanes = lanes.min(lanes_allowed()).min(jobs.len()).max(1);
         let others: Vec<TestCluster> = (1..lanes).map(|i| self.lane(i)).collect();
         let clusters: Vec<&TestCluster> = std::iter::once(self).chain(&others).collect();
@@ -268,6 +274,9 @@ pub struct Group {
     pub scenarios: &'static [Scenario],
     /// Checked after each scenario (that it left nothing behind).
     pub after_each: fn(&TestCluster),
+    /// Started on a thread of its own as the lanes begin, when any of the group's scenarios is
+    /// chosen: a long preparation its scenarios wait for only when they get to it.
+    pub prepare: Option<fn()>,
 }
 
 /// One scenario of a group, as a lane takes it.
@@ -322,6 +331,11 @@ fn lanes_allowed() -> usize {
             .unwrap_or_else(|| panic!("STAMPEDE_TEST_LANES={v:?}: expected a number from 1 to 6")),
         Err(_) => 6,
     }
+}
+
+/// Builds the failpoints keeperd (see [`failpoints_binary`]), for a group's `prepare`.
+pub fn build_failpoints() {
+    failpoints_binary();
 }
 
 /// Checks that `cluster down` left no namespace, bridge, veth, process or state of `name`.
