@@ -2,12 +2,10 @@
 //! of its history, so that a stored run is judged again to the same words.
 //!
 //! A `start-<kind>` counts when it completed without an error and acted on at least one node
-//! running the database: its completion's value lists them as `nodes` (a partition's older
-//! records, a `grudge` or `slow` map, count the nodes that drop or slow packets). It is in
-//! effect from that completion to the completion of the next `stop-<kind>`, or the end of the
-//! history. Its invocation's value names its target (`{"target": "leader"}`). A start that
-//! records a configuration version before and after (a membership change) counts only when
-//! the version moved.
+//! running the database, as its kind reads its completion's value (most list the nodes as
+//! `nodes`; see [`FaultKind::acted`](crate::nemesis::FaultKind::acted)). It is in effect from
+//! that completion to the completion of the next `stop-<kind>`, or the end of the history.
+//! Its invocation's value names its target (`{"target": "leader"}`).
 //!
 //! A run whose package has faults is `unknown` when a start failed (or never completed), or
 //! when no fault took effect at all: it was not exposed to what it claims.
@@ -96,11 +94,12 @@ impl Exposure {
     }
 }
 
-/// `kind` as a counted noun: `1 kill`, `2 kills`, `3 clock faults`.
+/// `kind` as a counted noun: `1 kill`, `2 kills`, `3 clock faults` (a kind the registry no
+/// longer knows: `<kind> fault`).
 fn plural(kind: &str, n: usize) -> String {
-    let noun = match kind {
-        "partition" | "kill" | "pause" => kind.to_string(),
-        other => format!("{other} fault"),
+    let noun = match crate::nemesis::kind(kind) {
+        Some(entry) => entry.noun(),
+        None => format!("{kind} fault"),
     };
     match (n, noun.ends_with('s')) {
         (1, _) => noun,
@@ -109,22 +108,17 @@ fn plural(kind: &str, n: usize) -> String {
     }
 }
 
-/// Whether a start's completion value says it acted on some database node.
-fn acted(value: &Value) -> bool {
-    let non_empty_list = |v: &Value| v.as_array().is_some_and(|a| !a.is_empty());
-    let version = value.get("version_before");
-    if version.is_some() && version == value.get("version_after") {
-        return false;
+/// Whether a start of `kind` says in its completion value that it acted on some database
+/// node: as its kind judges it ([`FaultKind::acted`](crate::nemesis::FaultKind::acted)), or
+/// for a kind the registry does not know, by the nodes it lists.
+fn acted(kind: &str, value: &Value) -> bool {
+    match crate::nemesis::kind(kind) {
+        Some(entry) => entry.acted(value),
+        None => value
+            .get("nodes")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty()),
     }
-    if let Some(nodes) = value.get("nodes") {
-        return non_empty_list(nodes);
-    }
-    ["grudge", "slow"].iter().any(|key| {
-        value
-            .get(key)
-            .and_then(Value::as_object)
-            .is_some_and(|m| m.values().any(non_empty_list))
-    })
 }
 
 /// The index in `faults` of `kind` on `target`, added when first met.
@@ -219,7 +213,7 @@ pub fn exposure(ops: &[Op], planned: Option<bool>) -> Exposure {
                 failed_starts.push(format!("{}: {error}", op.f));
             } else if let Some(nodes) = armed_nodes(&op.value) {
                 armed.insert(kind, (target, op.time, nodes));
-            } else if op.kind == OpType::Fail || !acted(&op.value) {
+            } else if op.kind == OpType::Fail || !acted(kind, &op.value) {
                 failed_starts.push(format!("{}: acted on no database node", op.f));
             } else {
                 let at = slot(&mut faults, kind, target);

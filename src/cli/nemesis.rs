@@ -20,9 +20,8 @@ pub struct NemesisArgs {
 enum Action {
     /// Inject one fault, hold it, then heal it (and everything else).
     Run {
-        /// Fault kind: partition, kill, pause, clock (a 5 s bump), packet (100 ms delay), corrupt
-        /// (16 bytes of the newest log flipped), restart (one server after another) or reconfig
-        /// (remove the target from the ensemble).
+        /// Fault kind, with its default settings (docs/faults.md; an unknown kind is refused
+        /// with the list of known ones).
         #[arg(long)]
         kind: String,
         /// Which nodes: one, minority, majority, all, leader or a node name; partitions also
@@ -59,17 +58,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     } = args.action;
     let control = targets.control()?;
     let db: Arc<dyn crate::db::Db> = db.build(&targets, control.nodes().to_vec())?.into();
-    let spec = nemesis::FaultConfig {
-        kind: kind.clone(),
-        target,
-        netem: None,
-        clock: None,
-        corrupt: None,
-        restart: None,
-        reconfig: None,
-        trigger: None,
-        steps: None,
-    };
+    let spec = nemesis::FaultConfig::new(&kind, &target);
     let aim = nemesis::Aim {
         nodes: control.nodes(),
         db: db.as_ref(),

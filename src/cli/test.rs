@@ -230,7 +230,7 @@ fn plan(args: &TestArgs) -> anyhow::Result<Plan> {
     let db: Arc<dyn Db> = choice
         .build(&args.targets, control.nodes().to_vec())?
         .into();
-    let db = nemesis::lazyfs::for_package(&nemesis_config, db);
+    let db = nemesis_config.prepare_db(db);
     let aim = nemesis::Aim {
         nodes: control.nodes(),
         db: db.as_ref(),

@@ -48,7 +48,7 @@ impl Found {
 pub async fn clear(control: &Control, db: &dyn Db, scope: Scope) -> anyhow::Result<Vec<String>> {
     let mut booted = Vec::new();
     for node in control.nodes() {
-        if nemesis::leftovers::boot_if_off(control, node).await? {
+        if nemesis::leftovers::boot_if_off(control, db, node).await? {
             booted.push(format!("{}: guest powered off (booted)", node.name));
         }
     }

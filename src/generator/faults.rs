@@ -190,7 +190,11 @@ async fn heal_all(nemeses: &[Arc<dyn Nemesis>], recorders: &[Arc<Recorder>]) -> 
     let mut failures = Vec::new();
     // Machines that lost power come back first: every other heal needs them answering.
     let mut ordered: Vec<&Arc<dyn Nemesis>> = nemeses.iter().collect();
-    ordered.sort_by_key(|n| n.kind() != crate::nemesis::POWER_LOSS);
+    let machine = |n: &&Arc<dyn Nemesis>| {
+        let kind = crate::nemesis::kind(n.kind());
+        kind.and_then(|k| k.heal_stage()) == Some(crate::nemesis::HealStage::Machine)
+    };
+    ordered.sort_by_key(|n| !machine(n));
     for nemesis in ordered {
         let mut last = String::new();
         for attempt in 1..=HEAL_ATTEMPTS {

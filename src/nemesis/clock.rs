@@ -13,12 +13,77 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
+use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
+use super::package::FaultConfig;
 use super::target::Target;
 use super::Nemesis;
 use crate::config::Duration;
 use crate::control::shell::quote;
 use crate::control::{ClockReading, Control, Node, Retry};
 use crate::db::Db;
+
+/// The fault kind `clock`: settings under `clock:` ([`ClockConfig`]).
+pub struct ClockKind;
+
+#[async_trait::async_trait]
+impl FaultKind for ClockKind {
+    fn name(&self) -> &'static str {
+        "clock"
+    }
+
+    fn colour(&self) -> (u8, u8, u8) {
+        (188, 189, 34)
+    }
+
+    fn settings_key(&self) -> Option<&'static str> {
+        Some("clock")
+    }
+
+    fn check(&self, fault: &FaultConfig, checking: &Checking) -> Result<(), Refusal> {
+        kind::check_node_target(fault, checking)?;
+        let cfg: ClockConfig = kind::settings(fault)?;
+        if cfg.mode == ClockMode::Strobe && cfg.period.0.is_zero() {
+            return Err(refuse("clock", "a strobe needs a period above 0"));
+        }
+        if cfg.mode != ClockMode::Reset && cfg.delta_ms == 0 {
+            return Err(refuse(
+                "clock",
+                "delta_ms 0 moves no clock; give the jump in milliseconds",
+            ));
+        }
+        Ok(())
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        kind::aimed(fault, parts, |c, db, target, cfg| {
+            Ok(ClockNemesis::new(c, db, target, cfg))
+        })
+    }
+
+    fn heal_stage(&self) -> Option<HealStage> {
+        Some(HealStage::Clock)
+    }
+
+    /// Puts back a clock the marker (on a real node) or the server's fake-clock file (on the
+    /// local cluster) says was moved.
+    async fn heal_node(&self, control: &Control, db: &dyn Db, node: &Node) -> Healed {
+        let file = db
+            .clock_file(node)
+            .unwrap_or_else(|| SKEW_MARKER.to_string());
+        let probe = format!("test -f {file} && echo yes || true");
+        if control.exec(node, &probe, Retry::Idempotent).await? != "yes" {
+            return Ok(None);
+        }
+        set_offset(control, db, node, 0).await?;
+        Ok(Some("clock"))
+    }
+
+    fn leftover_probe(&self, _node: &Node) -> Option<String> {
+        Some(format!(
+            "[ -f {SKEW_MARKER} ] && echo 'clock moved (time daemon stopped)'; true"
+        ))
+    }
+}
 
 /// What a clock fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,12 +122,6 @@ impl Default for ClockConfig {
 /// A marker left on a real node whose system clock stampede changed, so healing knows to
 /// set it back even after a controller crash.
 pub const SKEW_MARKER: &str = "/var/lib/stampede/clock-skewed";
-
-/// A shell command that prints `clock moved (time daemon stopped)` when a clock fault moved
-/// the node's own clock and was not healed (a server's fake clock goes with its files).
-pub(super) fn leftover_probe() -> String {
-    format!("[ -f {SKEW_MARKER} ] && echo 'clock moved (time daemon stopped)'; true")
-}
 
 /// A probe of the clock as the node's server sees it (under libfaketime with its control file
 /// on the local cluster, plainly on real nodes): perl says `ready`, waits for one byte, then

@@ -22,11 +22,51 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
+use super::package::FaultConfig;
 use super::target::Target;
 use super::{agent, Nemesis};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
+
+/// The fault kind `corrupt`: settings under `corrupt:` ([`CorruptConfig`]).
+pub struct CorruptKind;
+
+#[async_trait::async_trait]
+impl FaultKind for CorruptKind {
+    fn name(&self) -> &'static str {
+        "corrupt"
+    }
+
+    fn settings_key(&self) -> Option<&'static str> {
+        Some("corrupt")
+    }
+
+    fn check(&self, fault: &FaultConfig, checking: &Checking) -> Result<(), Refusal> {
+        kind::check_node_target(fault, checking)?;
+        let cfg: CorruptConfig = kind::settings(fault)?;
+        cfg.check().map_err(|e| refuse("corrupt", e))
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        kind::aimed(fault, parts, |c, db, target, cfg| {
+            Ok(CorruptNemesis::new(c, db, target, cfg))
+        })
+    }
+
+    fn heal_stage(&self) -> Option<HealStage> {
+        Some(HealStage::Files)
+    }
+
+    async fn heal_node(&self, control: &Control, db: &dyn Db, node: &Node) -> Healed {
+        heal(control, db, node).await
+    }
+
+    fn leftover_probe(&self, node: &Node) -> Option<String> {
+        Some(leftover_probe(node))
+    }
+}
 
 /// Where copies of damaged files are kept on a node, one folder per node host (local nodes
 /// share a disk).
@@ -198,7 +238,7 @@ fn newest<'a>(names: &'a str, prefix: &str) -> Option<&'a str> {
 /// The backup folder of `node`.
 /// A shell command that prints `copy of a corrupted data file` when a corrupt fault on `node`
 /// was not healed.
-pub(super) fn leftover_probe(node: &Node) -> String {
+fn leftover_probe(node: &Node) -> String {
     format!(
         "[ -e {} ] && echo 'copy of a corrupted data file'; true",
         quote(&backup_dir(node))
@@ -225,11 +265,7 @@ fn drop_command(node: &Node) -> String {
 
 /// Heals a corrupt fault on `node` after a controller crash: when a copy of a damaged file is
 /// marked, puts it back if the server is not running, and drops it. Says what it did.
-pub async fn heal(
-    control: &Control,
-    db: &dyn Db,
-    node: &Node,
-) -> anyhow::Result<Option<&'static str>> {
+async fn heal(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<Option<&'static str>> {
     let probe = format!("test -e {} && echo yes || true", quote(&backup_dir(node)));
     if control.exec(node, &probe, Retry::Idempotent).await? != "yes" {
         return Ok(None);

@@ -7,9 +7,8 @@ use std::panic::AssertUnwindSafe;
 use anyhow::anyhow;
 use futures::FutureExt;
 
-use super::clock::SKEW_MARKER;
 use super::interrupts::Interrupts;
-use super::{clock, corrupt, packet, partition, trigger};
+use super::{trigger, HealStage, KINDS};
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
 
@@ -24,80 +23,60 @@ pub enum Restart {
     Nothing,
 }
 
-/// Heals one node: boots its guest if it lost power, removes partition rules, disarms a log
-/// trigger, resumes a paused server, puts back a data file a corrupt fault damaged if its
-/// server is not running, and with [`Restart::Servers`] restarts a server that was set up but
-/// is not running, unless a membership change is pending there. Returns what it did.
+/// Heals one node: the machine-stage heals of the kinds (a guest booted), then a log trigger
+/// disarmed, then each kind's own heal by stage (network rules, clocks, a paused server, data
+/// files), and with [`Restart::Servers`] a server that was set up but is not running is
+/// started again, unless a kind holds it (a membership change pending there). Returns what
+/// it did.
 async fn heal_node(
     control: &Control,
     db: &dyn Db,
     node: &Node,
     restart: Restart,
-) -> anyhow::Result<Healed> {
+) -> anyhow::Result<NodeHealed> {
     let mut done = Vec::new();
-    if super::power::power_on(control, node).await? {
-        done.push("booted");
+    let mut healing: Vec<_> = KINDS
+        .iter()
+        .filter_map(|k| k.heal_stage().map(|stage| (stage, *k)))
+        .collect();
+    healing.sort_by_key(|(stage, _)| *stage);
+    for (stage, kind) in &healing {
+        if *stage > HealStage::Machine {
+            break;
+        }
+        done.extend(kind.heal_node(control, db, node).await?);
     }
-    // The trigger agent first: a drop it fires must not come after the rules are removed.
+    // The trigger agent next: a drop it fires must not come after the rules are removed.
     control
         .exec(node, &trigger::heal_command(node), Retry::Idempotent)
         .await?;
-    control
-        .exec(node, partition::HEAL_COMMAND, Retry::Idempotent)
-        .await?;
-    control
-        .exec(node, &packet::heal_command(node), Retry::Idempotent)
-        .await?;
-    done.push("network");
-    let skewed = match db.clock_file(node) {
-        Some(file) => {
-            control
-                .exec(
-                    node,
-                    &format!("test -f {file} && echo yes || true"),
-                    Retry::Idempotent,
-                )
-                .await?
-        }
-        None => {
-            control
-                .exec(
-                    node,
-                    &format!("test -f {SKEW_MARKER} && echo yes || true"),
-                    Retry::Idempotent,
-                )
-                .await?
-        }
-    };
-    if skewed == "yes" {
-        clock::set_offset(control, db, node, 0).await?;
-        done.push("clock");
+    for (_, kind) in healing.iter().filter(|(s, _)| *s > HealStage::Machine) {
+        done.extend(kind.heal_node(control, db, node).await?);
     }
-    db.resume(control, node).await?;
-    done.extend(corrupt::heal(control, db, node).await?);
-    // A server a membership change left out is started by the membership's heal, with the
-    // planned configuration; started here with its own, ZooKeeper exits at once.
-    let change_pending =
-        restart == Restart::Servers && super::reconfig::is_marked(control, node).await?;
+    let mut held = Vec::new();
+    if restart == Restart::Servers {
+        for kind in KINDS {
+            if kind.holds_server(control, node).await? {
+                held.push(kind.name());
+            }
+        }
+    }
     if restart == Restart::Servers
-        && !change_pending
+        && held.is_empty()
         && db.is_set_up(control, node).await?
         && !db.is_running(control, node).await?
     {
         db.start(control, node).await?;
         done.push("restarted server");
     }
-    Ok(Healed {
-        done,
-        change_pending,
-    })
+    Ok(NodeHealed { done, held })
 }
 
-/// What healing one node did, and whether it found a membership change left pending there
-/// (looked for only with [`Restart::Servers`]).
-struct Healed {
+/// What healing one node did, and the kinds that hold its server stopped (looked for only
+/// with [`Restart::Servers`]).
+struct NodeHealed {
     done: Vec<&'static str>,
-    change_pending: bool,
+    held: Vec<&'static str>,
 }
 
 /// Heals every node at once, once every command already sent (a fault action whose caller
@@ -121,23 +100,21 @@ pub async fn heal(control: &Control, db: &dyn Db, restart: Restart) -> anyhow::R
         .map(|n| heal_node(control, db, n, restart));
     let results = futures::future::join_all(heals).await;
     let mut failures = Vec::new();
-    let mut change_pending = false;
+    let mut held: Vec<&str> = Vec::new();
     for (node, result) in control.nodes().iter().zip(results) {
         match result {
             Ok(healed) => {
-                change_pending |= healed.change_pending;
+                held.extend(healed.held);
                 tracing::debug!(node = %node.name, "healed: {}", healed.done.join(", "));
             }
             Err(e) => failures.push(format!("{}: {e:#}", node.name)),
         }
     }
-    let membership = match restart {
-        Restart::Servers if change_pending => super::reconfig::restore_planned(control, db).await,
-        Restart::Servers => Ok(()),
-        Restart::Nothing => super::reconfig::forget(control).await,
-    };
-    if let Err(e) = membership {
-        failures.push(format!("membership: {e:#}"));
+    for kind in KINDS {
+        let held = held.contains(&kind.name());
+        if let Err(e) = kind.heal_cluster(control, db, restart, held).await {
+            failures.push(format!("{}: {e:#}", kind.name()));
+        }
     }
     if failures.is_empty() {
         Ok(())

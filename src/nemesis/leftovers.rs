@@ -1,20 +1,15 @@
 //! What faults of an earlier run left on a node (a controller killed before it healed them):
 //! each fault kind's own probe, asked in one command per node.
 
-use super::{clock, corrupt, packet, partition, reconfig, trigger};
+use super::{trigger, HealStage, KINDS};
 use crate::control::{Control, Node, Retry};
+use crate::db::Db;
 
 /// The faults left on `node`, one phrase each (`partition rules`, `packet-fault agent`, …);
 /// empty when there are none.
 pub async fn on_node(control: &Control, node: &Node) -> anyhow::Result<Vec<String>> {
-    let probes = [
-        partition::LEFTOVER_PROBE.to_string(),
-        packet::leftover_probe(node),
-        trigger::leftover_probe(node),
-        clock::leftover_probe(),
-        corrupt::leftover_probe(node),
-        reconfig::leftover_probe(node),
-    ];
+    let mut probes = vec![trigger::leftover_probe(node)];
+    probes.extend(KINDS.iter().filter_map(|k| k.leftover_probe(node)));
     let said = control
         .exec(node, &probes.join("; "), Retry::Idempotent)
         .await?;
@@ -26,8 +21,15 @@ pub async fn on_node(control: &Control, node: &Node) -> anyhow::Result<Vec<Strin
         .collect())
 }
 
-/// Boots `node` again if it is a guest whose power an earlier run cut; returns whether it had
-/// to (until then it cannot answer).
-pub async fn boot_if_off(control: &Control, node: &Node) -> anyhow::Result<bool> {
-    super::power::power_on(control, node).await
+/// Brings `node`'s machine back if an earlier run's fault took it down (a guest whose power
+/// was cut, booted again); returns whether it had to (until then it cannot answer).
+pub async fn boot_if_off(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<bool> {
+    let mut booted = false;
+    for kind in KINDS
+        .iter()
+        .filter(|k| k.heal_stage() == Some(HealStage::Machine))
+    {
+        booted |= kind.heal_node(control, db, node).await?.is_some();
+    }
+    Ok(booted)
 }

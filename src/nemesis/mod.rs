@@ -6,9 +6,11 @@ pub mod corrupt;
 mod grudge;
 mod heal;
 mod interrupts;
+mod kind;
 pub mod lazyfs;
 pub mod leftovers;
 pub mod nfqueue;
+mod one_way;
 mod package;
 mod packet;
 mod partition;
@@ -25,17 +27,11 @@ pub mod trigger_agent;
 use anyhow::Context;
 use std::sync::Arc;
 
-pub use clock::ClockConfig;
-pub use corrupt::CorruptConfig;
 pub use heal::{guarded, heal, heal_all, panicked, Ending, OnSignal, Restart};
 pub use interrupts::Interrupts;
+pub use kind::{FaultKind, HealStage, SHARED_COLOUR};
 pub use package::{load as load_package, Aim, FaultConfig, NemesisConfig};
-pub use packet::NetemConfig;
-pub use partition::{HolderView, Partition, PartitionSpec};
-pub use power::KIND as POWER_LOSS;
-pub use process::{ProcessFault, ProcessNemesis};
-pub use reconfig::ReconfigConfig;
-pub use restart::RestartConfig;
+pub use partition::HolderView;
 
 use crate::control::Control;
 use crate::db::Db;
@@ -62,109 +58,52 @@ pub trait Nemesis: Send + Sync {
     }
 }
 
-/// The fault kinds `build` knows.
-pub const KINDS: &[&str] = &[
-    "partition",
-    "kill",
-    "pause",
-    "clock",
-    "packet",
-    "corrupt",
-    "restart",
-    "reconfig",
-    "sequence",
-    lazyfs::KIND,
-    power::KIND,
+/// Every fault kind stampede knows, one line each, in the order `--help` and errors list
+/// them (see [`FaultKind`]).
+pub const KINDS: &[&dyn FaultKind] = &[
+    &partition::PartitionKind,
+    &process::KILL,
+    &process::PAUSE,
+    &clock::ClockKind,
+    &packet::PacketKind,
+    &corrupt::CorruptKind,
+    &restart::RestartKind,
+    &reconfig::ReconfigKind,
+    &sequence::SequenceKind,
+    &lazyfs::LoseUnsyncedKind,
+    &power::PowerLossKind,
+    &one_way::OneWayKind,
 ];
 
-/// Builds the nemesis a fault describes (see [`Target`](target::Target) and
-/// [`PartitionSpec`] for targets).
-/// `holder` tells who holds a lock or leads, for the partition target `holder`.
+/// The registry's entry of the kind called `name`.
+pub fn kind(name: &str) -> Option<&'static dyn FaultKind> {
+    KINDS.iter().copied().find(|k| k.name() == name)
+}
+
+/// Builds the nemesis a fault describes, through its kind (a fault with a trigger through the
+/// trigger's nemesis). `holder` tells who holds a lock or leads, for the partition target
+/// `holder`.
 pub fn build(
     fault: &FaultConfig,
     control: Control,
     db: Arc<dyn Db>,
     holder: Option<Arc<dyn HolderView>>,
 ) -> anyhow::Result<Arc<dyn Nemesis>> {
-    let target = || fault.target.parse::<target::Target>();
-    Ok(match fault.kind.as_str() {
-        kind if fault.trigger.is_some() => Arc::new(trigger::TriggeredNemesis::new(
+    let entry = fault.entry().map_err(|(_, why)| anyhow::anyhow!(why))?;
+    if let Some(trigger) = &fault.trigger {
+        let action = entry.triggered().context("this kind takes no trigger")?;
+        let target = kind::node_target(fault)?;
+        return Ok(Arc::new(trigger::TriggeredNemesis::new(
             control,
             db,
-            (
-                trigger::Triggered::of(kind).context("this kind takes no trigger")?,
-                target()?,
-            ),
-            fault.trigger.clone().expect("matched above"),
-        )?),
-        "partition" if fault.target == "holder" => {
-            let view = holder.context(
-                "partition target holder: only lock and election workloads have holders",
-            )?;
-            Arc::new(Partition::new(
-                control,
-                db,
-                PartitionSpec::IsolateHolder(view),
-            ))
-        }
-        "partition" => Arc::new(Partition::new(
-            control,
-            db,
-            PartitionSpec::parse(&fault.target)?,
-        )),
-        "sequence" => Arc::new(sequence::Sequence::new(
-            fault.steps.as_deref().unwrap_or_default(),
-            &control,
-            db,
-            holder,
-        )?),
-        "kill" => Arc::new(ProcessNemesis::new(
-            control,
-            db,
-            ProcessFault::Kill,
-            target()?,
-        )),
-        "pause" => Arc::new(ProcessNemesis::new(
-            control,
-            db,
-            ProcessFault::Pause,
-            target()?,
-        )),
-        "clock" => Arc::new(clock::ClockNemesis::new(
-            control,
-            db,
-            target()?,
-            fault.clock.clone().unwrap_or_default(),
-        )),
-        "packet" => Arc::new(packet::PacketNemesis::new(
-            control,
-            db,
-            target()?,
-            fault.netem.clone().unwrap_or_default(),
-        )?),
-        "corrupt" => Arc::new(corrupt::CorruptNemesis::new(
-            control,
-            db,
-            target()?,
-            fault.corrupt.clone().unwrap_or_default(),
-        )),
-        "restart" => Arc::new(restart::RestartNemesis::new(
-            control,
-            db,
-            target()?,
-            fault.restart.clone().unwrap_or_default(),
-        )),
-        "reconfig" => Arc::new(reconfig::ReconfigNemesis::new(
-            control,
-            db,
-            target()?,
-            fault.reconfig.clone().unwrap_or_default(),
-        )),
-        lazyfs::KIND => Arc::new(lazyfs::LoseUnsynced::new(control, db, target()?)),
-        power::KIND => Arc::new(power::PowerLoss::new(control, db, target()?)?),
-        other => anyhow::bail!(
-            "unknown nemesis kind {other:?} (known: {})",
-            KINDS.join(", ")
-        ),
-    })
+            (action, target),
+            trigger.clone(),
+        )?));
+    }
+    let parts = kind::Parts {
+        control,
+        db,
+        holder,
+    };
+    entry.build(fault, parts)
 }

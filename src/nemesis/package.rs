@@ -9,15 +9,13 @@ use serde::{Deserialize, Serialize};
 
 use rand::Rng;
 
-use super::clock::ClockMode;
-use super::partition::PartitionSpec;
-use super::sequence::Step;
-use super::target::Target;
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+
+use super::kind::{refuse, Checking, FaultKind, Refusal};
 use super::trigger::TriggerConfig;
-use super::{
-    ClockConfig, CorruptConfig, HolderView, Nemesis, NetemConfig, ReconfigConfig, RestartConfig,
-    KINDS,
-};
+use super::{kind, HolderView, Nemesis, KINDS};
 use crate::control::{Control, Node};
 use crate::db::Db;
 
@@ -80,37 +78,23 @@ impl Nemesis for RandomMix {
     }
 }
 
-/// One fault of a package.
+/// One fault of a package: its kind, its target, a log trigger, and the settings of its kind
+/// under the key the kind names (`netem:` for `packet`, `steps:` for `sequence`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct FaultConfig {
-    /// `partition`, `kill` or `pause`.
+    /// A kind of the registry ([`KINDS`]): `partition`, `kill`, `pause`, …
     pub kind: String,
     /// Which nodes (see `stampede nemesis run --help`).
     #[serde(default = "default_target")]
     pub target: String,
-    /// Settings of a `packet` fault (default: 100 ms delay, 10 ms jitter).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub netem: Option<NetemConfig>,
-    /// Settings of a `clock` fault (default: bump by 5 s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock: Option<ClockConfig>,
-    /// Settings of a `corrupt` fault (default: flip bits in 16 bytes of the newest log).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub corrupt: Option<CorruptConfig>,
-    /// Settings of a `restart` fault (default: SIGKILL, 1 s between servers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restart: Option<RestartConfig>,
-    /// Settings of a `reconfig` fault (default: remove the targeted voters).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reconfig: Option<ReconfigConfig>,
     /// Fire a `kill`, `pause`, `partition` or `lose-unfsynced` on a line of the server's log
     /// instead of at the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<TriggerConfig>,
-    /// The steps of a `sequence`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steps: Option<Vec<Step>>,
+    /// The settings of its kind, under the key its kind names, as written; read by the kind
+    /// ([`FaultConfig::section`]).
+    #[serde(flatten)]
+    pub settings: BTreeMap<String, serde_yaml_ng::Value>,
 }
 
 fn default_target() -> String {
@@ -122,8 +106,9 @@ fn default_target() -> String {
 pub struct FieldError {
     /// The fault's position in `faults`.
     pub fault: usize,
-    /// The field: `kind`, `target`, `netem`, `clock`, `trigger` or `steps`.
-    pub field: &'static str,
+    /// The field: `kind`, `target`, `trigger`, a settings key, or a field in the settings
+    /// (`clock.period`).
+    pub field: String,
     /// What is wrong, in a sentence.
     pub message: String,
 }
@@ -143,122 +128,115 @@ pub struct Aim<'a> {
 }
 
 impl FaultConfig {
-    /// Checks every field of this fault: its kind, its target (against `aim`'s nodes and
-    /// database when given; `holders`: whether the workload has lock holders or leaders for
-    /// the target `holder`), and the settings of its kind (their durations' syntax is checked
-    /// when the file is read). The error names the field.
-    pub fn validate(&self, holders: bool, aim: Option<&Aim>) -> Result<(), (&'static str, String)> {
-        let kind = self.kind.as_str();
-        if !KINDS.contains(&kind) {
-            let known = KINDS.join(", ");
-            return Err((
+    /// A fault of `kind` on `target`, without trigger or settings.
+    pub fn new(kind: &str, target: &str) -> FaultConfig {
+        FaultConfig {
+            kind: kind.to_string(),
+            target: target.to_string(),
+            trigger: None,
+            settings: BTreeMap::new(),
+        }
+    }
+
+    /// Its kind's entry in the registry; the refusal lists the known kinds.
+    pub fn entry(&self) -> Result<&'static dyn FaultKind, Refusal> {
+        kind(&self.kind).ok_or_else(|| {
+            let known: Vec<&str> = KINDS.iter().map(|k| k.name()).collect();
+            refuse(
                 "kind",
-                format!("unknown nemesis kind {kind:?} (known: {known})"),
-            ));
-        }
-        if let (Some(aim), "reconfig", Ok(target)) = (aim, kind, self.target.parse::<Target>()) {
-            super::reconfig::check(&target, aim.db)?;
-        }
-        if self.reconfig.is_some() && kind != "reconfig" {
-            let why = "only reconfig faults take reconfig settings";
-            return Err(("reconfig", why.to_string()));
+                format!(
+                    "unknown nemesis kind {:?} (known: {})",
+                    self.kind,
+                    known.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// The settings under `key` as `T`, `None` when absent; the refusal names the field
+    /// (`clock.period`).
+    pub fn section<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Refusal> {
+        let Some(value) = self.settings.get(key) else {
+            return Ok(None);
+        };
+        // Through text, so that serde_yaml_ng names the failing field.
+        let parsed =
+            serde_yaml_ng::to_string(value).and_then(|text| serde_yaml_ng::from_str(&text));
+        parsed.map(Some).map_err(|e| {
+            let text = e.to_string();
+            let text = match text.find(" at line ") {
+                Some(at) => text[..at].to_string(),
+                None => text,
+            };
+            let path = |p: &str| {
+                !p.is_empty()
+                    && p.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_.[]-".contains(c))
+            };
+            match text.split_once(": ") {
+                Some((inner, why)) if path(inner) => refuse(&format!("{key}.{inner}"), why),
+                _ => refuse(key, text),
+            }
+        })
+    }
+
+    /// Checks every field of this fault: its kind, its settings key, its trigger, then what
+    /// its kind checks (its target against `aim`'s nodes and database when given; `holders`:
+    /// whether the workload has lock holders or leaders for the target `holder`). The
+    /// refusal names the field.
+    pub fn validate(&self, holders: bool, aim: Option<&Aim>) -> Result<(), Refusal> {
+        let entry = self.entry()?;
+        for key in self.settings.keys() {
+            if entry.settings_key() == Some(key.as_str()) {
+                continue;
+            }
+            let owner = KINDS
+                .iter()
+                .find(|k| k.settings_key() == Some(key.as_str()));
+            return Err(match owner {
+                Some(owner) => refuse(
+                    key,
+                    format!("only {} faults take {key} settings", owner.name()),
+                ),
+                None => {
+                    let own = entry
+                        .settings_key()
+                        .map(|k| format!(", `{k}`"))
+                        .unwrap_or_default();
+                    refuse(
+                        key,
+                        format!(
+                            "unknown field `{key}` (expected `kind`, `target`, `trigger`{own})"
+                        ),
+                    )
+                }
+            });
         }
         if let Some(trigger) = &self.trigger {
-            trigger.check(kind).map_err(|e| ("trigger", e))?;
+            trigger
+                .check(&self.kind)
+                .map_err(|e| refuse("trigger", e))?;
             if let Some(aim) = aim {
                 if let Some(node) = crate::db::servers(aim.db, aim.nodes).first() {
                     if aim.db.server_files(node).is_none() {
                         let why = format!("{} does not say where its server logs", aim.db.name());
-                        return Err(("trigger", why));
+                        return Err(refuse("trigger", why));
                     }
                 }
             }
         }
-        match (kind, &self.steps) {
-            ("sequence", Some(steps)) => {
-                return super::sequence::check(steps, holders, aim)
-                    .map_err(|e| ("steps", format!("steps{e}")));
+        entry.check(self, &Checking { holders, aim })
+    }
+
+    /// This fault and the faults it holds (a sequence's steps), depth first.
+    fn with_nested(&self) -> Vec<FaultConfig> {
+        let mut all = vec![self.clone()];
+        if let Ok(entry) = self.entry() {
+            for inner in entry.nested(self) {
+                all.extend(inner.with_nested());
             }
-            ("sequence", None) => return Err(("steps", "a sequence needs steps".to_string())),
-            (_, Some(_)) => return Err(("steps", "only a sequence takes steps".to_string())),
-            _ => {}
         }
-        let slow = kind == "packet" && self.netem.as_ref().is_some_and(|n| n.slow_partition);
-        let between = match kind {
-            "partition" => Some("a partition"),
-            _ if slow => Some("a slow partition"),
-            _ => None,
-        };
-        if let (Some(aim), Some(what)) = (aim, between) {
-            super::grudge::between_servers(aim.db, aim.nodes, what)
-                .map_err(|e| ("kind", format!("{e:#}")))?;
-        }
-        let target = match (kind, self.target.as_str()) {
-            // A triggered partition cuts off each targeted node whose log matches.
-            ("partition", text) if self.trigger.is_some() => Some(
-                text.parse::<Target>()
-                    .map_err(|e| ("target", format!("{e:#}")))?,
-            ),
-            ("partition", "holder") if !holders => {
-                let why = "target holder: only lock and election workloads have holders";
-                return Err(("target", why.to_string()));
-            }
-            ("partition", "holder") => None,
-            (_, "holder") => {
-                return Err(("target", "target holder is for partitions only".to_string()))
-            }
-            ("partition", text) => match PartitionSpec::parse(text) {
-                Ok(PartitionSpec::Isolate(target)) => Some(target),
-                Ok(_) => None,
-                Err(e) => return Err(("target", format!("{e:#}"))),
-            },
-            (_, text) => Some(
-                text.parse::<Target>()
-                    .map_err(|e| ("target", format!("{e:#}")))?,
-            ),
-        };
-        if let (Some(target), Some(aim)) = (target, aim) {
-            let servers = crate::db::servers(aim.db, aim.nodes);
-            target
-                .check(aim.nodes, &servers, aim.db.name())
-                .map_err(|e| ("target", e))?;
-        }
-        if let Some(netem) = &self.netem {
-            if kind != "packet" {
-                return Err((
-                    "netem",
-                    "only packet faults take netem settings".to_string(),
-                ));
-            }
-            netem
-                .netem_args()
-                .map_err(|e| ("netem", format!("{e:#}")))?;
-        }
-        match (&self.corrupt, kind) {
-            (Some(_), k) if k != "corrupt" => {
-                let why = "only corrupt faults take corrupt settings";
-                return Err(("corrupt", why.to_string()));
-            }
-            (Some(c), _) => c.check().map_err(|e| ("corrupt", e))?,
-            _ => {}
-        }
-        if self.restart.is_some() && kind != "restart" {
-            let why = "only restart faults take restart settings";
-            return Err(("restart", why.to_string()));
-        }
-        match (&self.clock, kind) {
-            (Some(_), k) if k != "clock" => {
-                Err(("clock", "only clock faults take clock settings".to_string()))
-            }
-            (Some(c), _) if c.mode == ClockMode::Strobe && c.period.0.is_zero() => {
-                Err(("clock", "a strobe needs a period above 0".to_string()))
-            }
-            (Some(c), _) if c.mode != ClockMode::Reset && c.delta_ms == 0 => Err((
-                "clock",
-                "delta_ms 0 moves no clock; give the jump in milliseconds".to_string(),
-            )),
-            _ => Ok(()),
-        }
+        all
     }
 }
 
@@ -306,7 +284,8 @@ impl NemesisConfig {
             return Ok(());
         };
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        match line_of(&text, e.fault, e.field) {
+        let key = e.field.split(['.', '[']).next().unwrap_or_default();
+        match line_of(&text, e.fault, key) {
             Some(line) => anyhow::bail!("{}:{line}: {e}", path.display()),
             None => anyhow::bail!("{}: {e}", path.display()),
         }
@@ -359,6 +338,20 @@ impl NemesisConfig {
                     .with_context(|| format!("faults[{i}] ({} on {})", f.kind, f.target))
             })
             .collect()
+    }
+
+    /// The database the package's faults need (each kind used, a sequence's steps included,
+    /// prepares it once), given the one the run would use.
+    pub fn prepare_db(&self, db: Arc<dyn Db>) -> Arc<dyn Db> {
+        let mut used: Vec<&'static dyn FaultKind> = Vec::new();
+        for fault in self.faults.iter().flat_map(FaultConfig::with_nested) {
+            if let Ok(entry) = fault.entry() {
+                if !used.iter().any(|k| k.name() == entry.name()) {
+                    used.push(entry);
+                }
+            }
+        }
+        used.into_iter().fold(db, |db, kind| kind.prepare_db(db))
     }
 }
 
@@ -449,10 +442,15 @@ mod tests {
             format!("{err:#}").starts_with("faults[1] (flood on one): unknown nemesis kind"),
             "{err:#}"
         );
-        assert!(serde_yaml_ng::from_str::<NemesisConfig>(
-            "faults:\n  - kind: clock\n    clok: {}\n"
-        )
-        .is_err());
+        assert_eq!(
+            load_error("faults:\n  - kind: clock\n    clok: {}\n", false, false).unwrap(),
+            "x.yaml:3: faults[0].clok: unknown field `clok` (expected `kind`, `target`, \
+             `trigger`, `clock`)"
+        );
+        assert_eq!(
+            load_error("faults:\n  - kind: clock\n    steps: []\n", false, false).unwrap(),
+            "x.yaml:3: faults[0].steps: only sequence faults take steps settings"
+        );
     }
 
     /// Loads `yaml` as a package file against `db` on three nodes; the error, if any.
@@ -524,7 +522,7 @@ mod tests {
         );
         assert_eq!(
             err("faults:\n  - kind: clock\n    trigger: {pattern: x}\n"),
-            "x.yaml:3: faults[0].trigger: only kill, pause, partition and lose-unfsynced faults \
+            "x.yaml:3: faults[0].trigger: only partition, kill, pause and lose-unfsynced faults \
              take a trigger, not clock"
         );
         assert_eq!(

@@ -10,12 +10,69 @@ use serde_json::json;
 
 use super::agent;
 use super::grudge::{self, Shape};
+use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
+use super::package::FaultConfig;
 use super::target::Target;
 use super::Nemesis;
 use crate::config::Duration;
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
+
+/// The fault kind `packet`: settings under `netem:` ([`NetemConfig`]).
+pub struct PacketKind;
+
+#[async_trait::async_trait]
+impl FaultKind for PacketKind {
+    fn name(&self) -> &'static str {
+        "packet"
+    }
+
+    fn colour(&self) -> (u8, u8, u8) {
+        (23, 190, 207)
+    }
+
+    fn settings_key(&self) -> Option<&'static str> {
+        Some("netem")
+    }
+
+    fn check(&self, fault: &FaultConfig, checking: &Checking) -> Result<(), Refusal> {
+        let netem: NetemConfig = kind::settings(fault)?;
+        if let (Some(aim), true) = (checking.aim, netem.slow_partition) {
+            grudge::between_servers(aim.db, aim.nodes, "a slow partition")
+                .map_err(|e| refuse("kind", format!("{e:#}")))?;
+        }
+        kind::check_node_target(fault, checking)?;
+        netem
+            .netem_args()
+            .map(drop)
+            .map_err(|e| refuse("netem", format!("{e:#}")))
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        kind::aimed(fault, parts, PacketNemesis::new)
+    }
+
+    /// The nodes it shaped (`nodes`), or for a slow partition its `slow` map.
+    fn acted(&self, value: &serde_json::Value) -> bool {
+        kind::lists_or_maps_nodes(value, "slow")
+    }
+
+    fn heal_stage(&self) -> Option<HealStage> {
+        Some(HealStage::Network)
+    }
+
+    async fn heal_node(&self, control: &Control, _db: &dyn Db, node: &Node) -> Healed {
+        control
+            .exec(node, &heal_command(node), Retry::Idempotent)
+            .await?;
+        Ok(Some("packet faults"))
+    }
+
+    fn leftover_probe(&self, node: &Node) -> Option<String> {
+        Some(leftover_probe(node))
+    }
+}
 
 /// What netem does to the packets it touches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,7 +168,7 @@ pub fn heal_command(node: &Node) -> String {
 
 /// A shell command that prints one line for each part of a packet fault on `node` (a qdisc, the
 /// queue rules, the queue agent): what [`heal_command`] removes.
-pub(super) fn leftover_probe(node: &Node) -> String {
+fn leftover_probe(node: &Node) -> String {
     format!(
         "for dev in $(ls /sys/class/net); do \
          tc qdisc show dev $dev | grep -q {qdisc} && echo \"packet-fault qdisc on $dev\"; done; \

@@ -7,11 +7,91 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::grudge::{self, Grudge, Shape};
+use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
+use super::package::FaultConfig;
 use super::target::Target;
+use super::trigger::Triggered;
 use super::Nemesis;
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
+
+/// The fault kind `partition`: iptables rules cutting the nodes running the database into
+/// sides (`halves`, `majorities-ring`, `bridge`) or isolating some (`one`, `leader`,
+/// `holder`, …).
+pub struct PartitionKind;
+
+#[async_trait::async_trait]
+impl FaultKind for PartitionKind {
+    fn name(&self) -> &'static str {
+        "partition"
+    }
+
+    fn noun(&self) -> String {
+        "partition".into()
+    }
+
+    fn colour(&self) -> (u8, u8, u8) {
+        (214, 39, 40)
+    }
+
+    fn triggered(&self) -> Option<Triggered> {
+        Some(Triggered::Isolate)
+    }
+
+    fn check(&self, fault: &FaultConfig, checking: &Checking) -> Result<(), Refusal> {
+        if let Some(aim) = checking.aim {
+            grudge::between_servers(aim.db, aim.nodes, "a partition")
+                .map_err(|e| refuse("kind", format!("{e:#}")))?;
+        }
+        // A triggered partition cuts off each targeted node whose log matches.
+        if fault.trigger.is_some() {
+            let target =
+                kind::node_target(fault).map_err(|e| refuse("target", format!("{e:#}")))?;
+            return kind::check_aim(&target, checking);
+        }
+        match fault.target.as_str() {
+            "holder" if !checking.holders => Err(refuse(
+                "target",
+                "target holder: only lock and election workloads have holders",
+            )),
+            "holder" => Ok(()),
+            text => match PartitionSpec::parse(text) {
+                Ok(PartitionSpec::Isolate(target)) => kind::check_aim(&target, checking),
+                Ok(_) => Ok(()),
+                Err(e) => Err(refuse("target", format!("{e:#}"))),
+            },
+        }
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        let spec = match fault.target.as_str() {
+            "holder" => PartitionSpec::IsolateHolder(parts.holder.context(
+                "partition target holder: only lock and election workloads have holders",
+            )?),
+            text => PartitionSpec::parse(text)?,
+        };
+        Ok(Arc::new(Partition::new(parts.control, parts.db, spec)))
+    }
+
+    /// The nodes it cut off (`nodes`), or in older records its `grudge`.
+    fn acted(&self, value: &serde_json::Value) -> bool {
+        kind::lists_or_maps_nodes(value, "grudge")
+    }
+
+    fn heal_stage(&self) -> Option<HealStage> {
+        Some(HealStage::Network)
+    }
+
+    async fn heal_node(&self, control: &Control, _db: &dyn Db, node: &Node) -> Healed {
+        control.exec(node, HEAL_COMMAND, Retry::Idempotent).await?;
+        Ok(Some("partition rules"))
+    }
+
+    fn leftover_probe(&self, _node: &Node) -> Option<String> {
+        Some(LEFTOVER_PROBE.to_string())
+    }
+}
 
 /// The iptables chain holding a partition's rules.
 const CHAIN: &str = "STAMPEDE";
@@ -22,7 +102,7 @@ pub const HEAL_COMMAND: &str = "while iptables -w -D INPUT -j STAMPEDE 2>/dev/nu
 
 /// A shell command that prints `partition rules` when stampede's partition chain is on the
 /// node (what [`HEAL_COMMAND`] removes).
-pub(super) const LEFTOVER_PROBE: &str =
+const LEFTOVER_PROBE: &str =
     "iptables -w -S STAMPEDE >/dev/null 2>&1 && echo 'partition rules'; true";
 
 /// How a partition picks its sides.

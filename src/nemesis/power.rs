@@ -10,6 +10,8 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::corrupt::watch;
+use super::kind::{self, FaultKind, HealStage, Healed, Parts};
+use super::package::FaultConfig;
 use super::target::Target;
 use super::Nemesis;
 use crate::cluster::vm;
@@ -20,8 +22,30 @@ use crate::db::Db;
 /// and catches up slowly.
 const BOOT_WATCH: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// The kind's name in nemesis packages.
-pub const KIND: &str = "power-loss";
+/// The fault kind `power-loss`.
+pub struct PowerLossKind;
+
+#[async_trait::async_trait]
+impl FaultKind for PowerLossKind {
+    fn name(&self) -> &'static str {
+        "power-loss"
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        kind::aimed(fault, parts, |c, db, target, ()| {
+            PowerLoss::new(c, db, target)
+        })
+    }
+
+    fn heal_stage(&self) -> Option<HealStage> {
+        Some(HealStage::Machine)
+    }
+
+    /// Boots the node's guest if an earlier start cut its power.
+    async fn heal_node(&self, control: &Control, _db: &dyn Db, node: &Node) -> Healed {
+        Ok(power_on(control, node).await?.then_some("booted"))
+    }
+}
 
 /// Cuts the power of the targeted servers' guests while active.
 pub struct PowerLoss {
@@ -53,7 +77,7 @@ impl PowerLoss {
 
 /// Boots `node`'s guest if it is a powered-off `stampede vm` guest (waiting until it answers
 /// SSH); returns whether it did.
-pub async fn power_on(control: &Control, node: &Node) -> anyhow::Result<bool> {
+async fn power_on(control: &Control, node: &Node) -> anyhow::Result<bool> {
     let host = node.host.clone();
     let booted = tokio::task::spawn_blocking(move || match vm::is_guest(&host) {
         true => vm::power_on(&host),
@@ -69,7 +93,7 @@ pub async fn power_on(control: &Control, node: &Node) -> anyhow::Result<bool> {
 #[async_trait::async_trait]
 impl Nemesis for PowerLoss {
     fn kind(&self) -> &str {
-        KIND
+        PowerLossKind.name()
     }
 
     fn target(&self) -> String {

@@ -5,10 +5,69 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 
+use super::kind::{self, FaultKind, HealStage, Healed, Parts};
+use super::package::FaultConfig;
 use super::target::Target;
+use super::trigger::Triggered;
 use super::Nemesis;
 use crate::control::{Control, Node};
 use crate::db::Db;
+
+/// The fault kinds `kill` and `pause`.
+pub struct ProcessKind(ProcessFault);
+
+/// The registry's entry of `kill`.
+pub const KILL: ProcessKind = ProcessKind(ProcessFault::Kill);
+
+/// The registry's entry of `pause`.
+pub const PAUSE: ProcessKind = ProcessKind(ProcessFault::Pause);
+
+#[async_trait::async_trait]
+impl FaultKind for ProcessKind {
+    fn name(&self) -> &'static str {
+        self.0.kind()
+    }
+
+    fn noun(&self) -> String {
+        self.0.kind().into()
+    }
+
+    fn colour(&self) -> (u8, u8, u8) {
+        match self.0 {
+            ProcessFault::Kill => (60, 60, 60),
+            ProcessFault::Pause => (148, 103, 189),
+        }
+    }
+
+    fn triggered(&self) -> Option<Triggered> {
+        Some(match self.0 {
+            ProcessFault::Kill => Triggered::Kill,
+            ProcessFault::Pause => Triggered::Pause,
+        })
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        let fault_of = self.0;
+        kind::aimed(fault, parts, |c, db, target, ()| {
+            Ok(ProcessNemesis::new(c, db, fault_of, target))
+        })
+    }
+
+    /// A paused server is resumed (a killed one is started by the generic heal).
+    fn heal_stage(&self) -> Option<HealStage> {
+        match self.0 {
+            ProcessFault::Kill => None,
+            ProcessFault::Pause => Some(HealStage::Process),
+        }
+    }
+
+    async fn heal_node(&self, control: &Control, db: &dyn Db, node: &Node) -> Healed {
+        if self.0 == ProcessFault::Pause {
+            db.resume(control, node).await?;
+        }
+        Ok(None)
+    }
+}
 
 /// What a process fault does to a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,10 +15,71 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use zookeeper_client::{Client, EnsembleUpdate};
 
+use super::kind::{self, refuse, Checking, FaultKind, Parts, Refusal};
+use super::package::FaultConfig;
 use super::target::Target;
-use super::Nemesis;
+use super::{Nemesis, Restart};
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
+
+/// The fault kind `reconfig`: settings under `reconfig:` ([`ReconfigConfig`]).
+pub struct ReconfigKind;
+
+#[async_trait::async_trait]
+impl FaultKind for ReconfigKind {
+    fn name(&self) -> &'static str {
+        "reconfig"
+    }
+
+    fn settings_key(&self) -> Option<&'static str> {
+        Some("reconfig")
+    }
+
+    fn check(&self, fault: &FaultConfig, checking: &Checking) -> Result<(), Refusal> {
+        if let (Some(aim), Ok(target)) = (checking.aim, kind::node_target(fault)) {
+            check(&target, aim.db).map_err(|(field, why)| refuse(field, why))?;
+        }
+        kind::check_node_target(fault, checking)?;
+        kind::settings::<ReconfigConfig>(fault).map(drop)
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        kind::aimed(fault, parts, |c, db, target, cfg| {
+            Ok(ReconfigNemesis::new(c, db, target, cfg))
+        })
+    }
+
+    /// A membership change counts when the configuration's version moved.
+    fn acted(&self, value: &serde_json::Value) -> bool {
+        let version = value.get("version_before");
+        let moved = version.is_none() || version != value.get("version_after");
+        moved && kind::lists_nodes(value)
+    }
+
+    async fn holds_server(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
+        is_marked(control, node).await
+    }
+
+    /// Restores the planned membership when a node was held for it; before a teardown,
+    /// forgets the change instead.
+    async fn heal_cluster(
+        &self,
+        control: &Control,
+        db: &dyn Db,
+        restart: Restart,
+        held: bool,
+    ) -> anyhow::Result<()> {
+        match restart {
+            Restart::Servers if held => restore_planned(control, db).await,
+            Restart::Servers => Ok(()),
+            Restart::Nothing => forget(control).await,
+        }
+    }
+
+    fn leftover_probe(&self, node: &Node) -> Option<String> {
+        Some(leftover_probe(node))
+    }
+}
 
 /// How long one session, read or reconfiguration may take.
 const REQUEST_LIMIT: Duration = Duration::from_secs(20);
@@ -52,13 +113,13 @@ fn marker(node: &Node) -> String {
 
 /// A shell command that prints `membership change` when a membership change on `node` was
 /// started and not undone.
-pub(super) fn leftover_probe(node: &Node) -> String {
+fn leftover_probe(node: &Node) -> String {
     format!("[ -f {} ] && echo 'membership change'; true", marker(node))
 }
 
 /// Forgets a membership change on every node (its marker), once the servers it changed are
 /// removed: nothing is left to restore.
-pub(super) async fn forget(control: &Control) -> anyhow::Result<()> {
+async fn forget(control: &Control) -> anyhow::Result<()> {
     set_markers(control, control.nodes().to_vec(), false).await
 }
 
@@ -317,14 +378,14 @@ async fn restore(control: &Control, db: &dyn Db) -> anyhow::Result<serde_json::V
 
 /// Restores the planned membership after a membership change that was started and not
 /// undone (its marker found on a node by [`is_marked`]): the heal after a controller crash.
-pub async fn restore_planned(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
+async fn restore_planned(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
     restore(control, db).await.map(|_| ())
 }
 
 /// Whether `node` carries the marker of a membership change not undone: its stopped server
 /// is then started by [`restore_planned`] once the planned membership is back (its own
 /// configuration may leave it out until then), not by the general heal.
-pub async fn is_marked(control: &Control, node: &Node) -> anyhow::Result<bool> {
+async fn is_marked(control: &Control, node: &Node) -> anyhow::Result<bool> {
     let cmd = format!("test -f {} && echo yes || true", marker(node));
     Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "yes")
 }

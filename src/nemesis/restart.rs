@@ -11,11 +11,38 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::corrupt::{watch, WATCH};
+use super::kind::{self, FaultKind, Parts};
+use super::package::FaultConfig;
 use super::target::Target;
 use super::Nemesis;
 use crate::config::Duration;
 use crate::control::{Control, Node};
 use crate::db::Db;
+
+/// The fault kind `restart`: settings under `restart:` ([`RestartConfig`]). It leaves
+/// nothing behind but stopped servers, which the generic heal starts again.
+pub struct RestartKind;
+
+impl FaultKind for RestartKind {
+    fn name(&self) -> &'static str {
+        "restart"
+    }
+
+    fn settings_key(&self) -> Option<&'static str> {
+        Some("restart")
+    }
+
+    fn check(&self, fault: &FaultConfig, checking: &kind::Checking) -> Result<(), kind::Refusal> {
+        kind::check_node_target(fault, checking)?;
+        kind::settings::<RestartConfig>(fault).map(drop)
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        kind::aimed(fault, parts, |c, db, target, cfg| {
+            Ok(RestartNemesis::new(c, db, target, cfg))
+        })
+    }
+}
 
 /// A restart fault's settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

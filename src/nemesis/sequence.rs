@@ -13,11 +13,62 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::kind::{refuse, Checking, FaultKind, Parts, Refusal};
 use super::package::{Aim, FaultConfig};
 use super::{HolderView, Nemesis};
 use crate::config::Duration;
 use crate::control::Control;
 use crate::db::Db;
+
+/// The fault kind `sequence`: its steps under `steps:`.
+pub struct SequenceKind;
+
+impl SequenceKind {
+    /// The steps of `fault`; a sequence without steps is refused.
+    fn steps(fault: &FaultConfig) -> Result<Vec<Step>, Refusal> {
+        fault
+            .section("steps")?
+            .ok_or_else(|| refuse("steps", "a sequence needs steps"))
+    }
+}
+
+impl FaultKind for SequenceKind {
+    fn name(&self) -> &'static str {
+        "sequence"
+    }
+
+    fn settings_key(&self) -> Option<&'static str> {
+        Some("steps")
+    }
+
+    /// Checks the steps (each fault step as a fault of its own); a sequence's target is its
+    /// steps' business.
+    fn check(&self, fault: &FaultConfig, checking: &Checking) -> Result<(), Refusal> {
+        check(&Self::steps(fault)?, checking.holders, checking.aim)
+            .map_err(|e| refuse("steps", format!("steps{e}")))
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        let steps = Self::steps(fault).map_err(|(_, why)| anyhow::anyhow!(why))?;
+        Ok(Arc::new(Sequence::new(
+            &steps,
+            &parts.control,
+            parts.db,
+            parts.holder,
+        )?))
+    }
+
+    fn nested(&self, fault: &FaultConfig) -> Vec<FaultConfig> {
+        let steps = Self::steps(fault).unwrap_or_default();
+        steps
+            .into_iter()
+            .filter_map(|s| match s {
+                Step::Fault(f) => Some(*f),
+                _ => None,
+            })
+            .collect()
+    }
+}
 
 /// One step of a sequence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

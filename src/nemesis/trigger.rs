@@ -42,23 +42,13 @@ pub enum Triggered {
 impl Triggered {
     /// The triggered fault of `kind`, if that kind takes a trigger.
     pub fn of(kind: &str) -> Option<Triggered> {
-        match kind {
-            "kill" => Some(Triggered::Kill),
-            "pause" => Some(Triggered::Pause),
-            "partition" => Some(Triggered::Isolate),
-            lazyfs::KIND => Some(Triggered::PowerLoss),
-            _ => None,
-        }
+        super::kind(kind)?.triggered()
     }
 
     /// The fault kind.
     pub fn kind(self) -> &'static str {
-        match self {
-            Triggered::Kill => "kill",
-            Triggered::Pause => "pause",
-            Triggered::Isolate => "partition",
-            Triggered::PowerLoss => lazyfs::KIND,
-        }
+        let entry = super::KINDS.iter().find(|k| k.triggered() == Some(self));
+        entry.expect("every trigger action has its kind").name()
     }
 }
 
@@ -94,8 +84,15 @@ impl TriggerConfig {
     /// Checks the trigger for a fault of `kind`; the error is a sentence.
     pub fn check(&self, kind: &str) -> Result<regex::Regex, String> {
         let Some(action) = Triggered::of(kind) else {
+            let takers: Vec<&str> = super::KINDS
+                .iter()
+                .filter(|k| k.triggered().is_some())
+                .map(|k| k.name())
+                .collect();
+            let (last, others) = takers.split_last().expect("some kinds take a trigger");
             return Err(format!(
-                "only kill, pause, partition and lose-unfsynced faults take a trigger, not {kind}"
+                "only {} and {last} faults take a trigger, not {kind}",
+                others.join(", ")
             ));
         };
         if self.count == 0 {
@@ -426,7 +423,7 @@ mod tests {
         assert!(t("NEWLEADER").check("lose-unfsynced").is_ok());
         assert_eq!(
             t("x").check("clock").unwrap_err(),
-            "only kill, pause, partition and lose-unfsynced faults take a trigger, not clock"
+            "only partition, kill, pause and lose-unfsynced faults take a trigger, not clock"
         );
         let mut twice = t("x");
         twice.count = 2;

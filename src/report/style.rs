@@ -4,6 +4,7 @@
 use plotters::style::RGBColor;
 
 use crate::history::OpType;
+use crate::nemesis::SHARED_COLOUR;
 
 /// How strongly a fault band tints the plot (0 = invisible, 1 = opaque).
 pub const BAND_OPACITY: f64 = 0.18;
@@ -58,24 +59,11 @@ pub fn f_colour(f: &str, position: usize) -> RGBColor {
     }
 }
 
-/// The colours of the fault kinds the harness knows, for plots and the timeline alike.
-const FAULT_COLOURS: [(&str, RGBColor); 5] = [
-    ("partition", RGBColor(214, 39, 40)),
-    ("kill", RGBColor(60, 60, 60)),
-    ("pause", RGBColor(148, 103, 189)),
-    ("clock", RGBColor(188, 189, 34)),
-    ("packet", RGBColor(23, 190, 207)),
-];
-
-/// The colour of any other fault kind.
-const OTHER_FAULT: RGBColor = RGBColor(140, 86, 75);
-
-/// The colour of a fault kind's band.
+/// The colour of a fault kind's band, as its kind chooses (the shared colour for a kind the
+/// registry does not know), for plots and the timeline alike.
 pub fn fault_colour(kind: &str) -> RGBColor {
-    FAULT_COLOURS
-        .iter()
-        .find(|(k, _)| *k == kind)
-        .map_or(OTHER_FAULT, |(_, colour)| *colour)
+    let (r, g, b) = crate::nemesis::kind(kind).map_or(SHARED_COLOUR, |k| k.colour());
+    RGBColor(r, g, b)
 }
 
 /// The colour of a fault kind's band as a CSS hex colour, e.g. `#d62728`.

@@ -1,7 +1,8 @@
 //! Integration tests of the clock, packet and combined nemeses against real ZooKeeper on a
 //! local cluster, through full `stampede test` runs: offsets measured over SSH show a bump on
 //! the leader and a strobe on a follower and go back to zero, a packet delay raises client
-//! latencies by about the delay, and a package of every fault kind heals all of them.
+//! latencies by about the delay, a one-way partition deafens its target alone, and a package
+//! of every fault kind heals all of them.
 //!
 //! Scenarios of the pooled target (tests/clusters/main.rs): each runs on a 3-node local cluster
 //! of a lane's, made at the start and always removed at the end. Needs root on Linux.
@@ -241,6 +242,101 @@ fn every_fault_kind_in_one_test_is_healed(cluster: &TestCluster) {
     }
 }
 
+/// `nemesis run` makes the leader drop what the two followers send, and nothing else: the
+/// rules are on the leader alone, in INPUT, one per follower; the heal removes them; then a
+/// whole test under `nemeses/one-way-partition.yaml` is judged and says it was exposed to
+/// one-way partitions.
+fn a_one_way_partition_deafens_its_target_alone_and_is_healed(cluster: &TestCluster) {
+    cluster.stampede_ok(&["db", "setup"]);
+    let args = [
+        "nemesis",
+        "run",
+        "--kind",
+        "one-way-partition",
+        "--target",
+        "leader",
+        "--duration",
+        "6s",
+    ];
+    let mut running = common::Running::start(cluster, &args);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let rules = loop {
+        let rules = common::chain_drops(cluster, "STAMPEDE-1WAY");
+        if rules.iter().any(|r| !r.is_empty()) {
+            break rules;
+        }
+        if std::time::Instant::now() > deadline || running.child.try_wait().unwrap().is_some() {
+            let (code, stdout, stderr) = running.finish(std::time::Duration::from_secs(60));
+            panic!(
+                "no one-way rules appeared: {code:?} {stdout}\n{}",
+                stderr.join("\n")
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let (code, stdout, stderr) = running.finish(std::time::Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{stdout}\n{}", stderr.join("\n"));
+    let start = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("start-one-way-partition: "))
+        .unwrap_or_else(|| panic!("the start was printed: {stdout}"));
+    let value: Value = serde_json::from_str(start).unwrap();
+    let deaf = value["nodes"][0]
+        .as_str()
+        .expect("one node deafened")
+        .to_string();
+    let unheard = value["unheard"].as_array().expect("the unheard").len();
+    assert_eq!(
+        unheard, 2,
+        "the leader stops hearing both followers: {value}"
+    );
+    for (i, node_rules) in rules.iter().enumerate() {
+        let node = format!("n{}", i + 1);
+        match node == deaf {
+            true => assert_eq!(
+                node_rules.len(),
+                2,
+                "{node} drops both followers: {rules:?}"
+            ),
+            false => assert!(node_rules.is_empty(), "{node} hears everyone: {rules:?}"),
+        }
+    }
+    assert!(
+        common::chain_drops(cluster, "STAMPEDE-1WAY")
+            .iter()
+            .all(Vec::is_empty),
+        "the heal removed the rules"
+    );
+    cluster.stampede_ok(&["db", "teardown"]);
+    let yaml = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("nemeses/one-way-partition.yaml"),
+    )
+    .unwrap();
+    let args = [
+        "--time-limit",
+        "25s",
+        "--set",
+        "generator.nemesis_interval=2s",
+        "--set",
+        "generator.nemesis_duration=6s",
+    ];
+    let (dir, history) = run_test(cluster, "one-way", &yaml, &args);
+    let started = nemesis_completions(&history, "start-one-way-partition");
+    assert!(
+        started.iter().any(|op| op["error"].is_null()),
+        "a one-way partition was injected: {started:?}"
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let exposed = results["exposure"]["faults"].as_array().expect("exposure");
+    assert!(
+        exposed.iter().any(
+            |f| f["kind"] == "one-way-partition" && f["took_effect"].as_u64().unwrap_or(0) >= 1
+        ),
+        "the run counts the one-way partitions that took effect: {exposed:?}"
+    );
+}
+
 /// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
 pub fn group() -> common::Group {
     const SCENARIOS: &[common::Scenario] = &[
@@ -251,6 +347,10 @@ pub fn group() -> common::Group {
         (
             "clock_bump_and_strobe_are_measured_and_reset",
             clock_bump_and_strobe_are_measured_and_reset,
+        ),
+        (
+            "a_one_way_partition_deafens_its_target_alone_and_is_healed",
+            a_one_way_partition_deafens_its_target_alone_and_is_healed,
         ),
         (
             "packet_delay_raises_latency_by_about_the_delay",

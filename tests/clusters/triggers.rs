@@ -90,20 +90,11 @@ fn a_follower_killed_on_its_newleader_line_is_recorded_and_the_run_is_valid(clus
 /// The DROP rules in stampede's partition chain on each node (by node number), read in the
 /// nodes' network namespaces.
 fn drop_rules(cluster: &TestCluster) -> Vec<(usize, Vec<String>)> {
-    (1..=3)
-        .map(|i| {
-            let out = std::process::Command::new("ip")
-                .args(["netns", "exec", &format!("{}-n{i}", cluster.name)])
-                .args(["iptables", "-w", "-S", "STAMPEDE"])
-                .output()
-                .unwrap();
-            let rules = String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter(|l| l.ends_with("-j DROP"))
-                .map(str::to_string)
-                .collect();
-            (i, rules)
-        })
+    let rules = common::chain_drops(cluster, "STAMPEDE");
+    rules
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (i + 1, r))
         .collect()
 }
 

@@ -526,6 +526,25 @@ pub fn partition_rules(cluster: &TestCluster) -> usize {
         .sum()
 }
 
+/// The DROP rules of iptables chain `chain` on each of the cluster's three nodes (`n1` first),
+/// read in the nodes' network namespaces.
+pub fn chain_drops(cluster: &TestCluster, chain: &str) -> Vec<Vec<String>> {
+    (1..=3)
+        .map(|i| {
+            let out = Command::new("ip")
+                .args(["netns", "exec", &format!("{}-n{i}", cluster.name)])
+                .args(["iptables", "-w", "-S", chain])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.ends_with("-j DROP"))
+                .map(str::to_string)
+                .collect()
+        })
+        .collect()
+}
+
 /// A `stampede` command started in the background, its standard error read line by line.
 pub struct Running {
     /// The running command.

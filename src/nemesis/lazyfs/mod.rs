@@ -14,32 +14,33 @@ use std::sync::Arc;
 pub use layer::{port_file, OnLayer};
 pub use nemesis::LoseUnsynced;
 
+use super::kind::{self, FaultKind, Parts};
+use super::package::FaultConfig;
+use super::trigger::Triggered;
+use super::Nemesis;
 use crate::db::Db;
 
-/// The fault kind.
-pub const KIND: &str = "lose-unfsynced";
+/// The fault kind `lose-unfsynced`.
+pub struct LoseUnsyncedKind;
 
-/// `db` on the layer when `package` has a lose-unfsynced fault, alone or as a sequence's step
-/// (its servers must then keep their data on the layer from their first start), else `db`
-/// itself.
-pub fn for_package(package: &super::NemesisConfig, db: Arc<dyn Db>) -> Arc<dyn Db> {
-    let step_kinds = package
-        .faults
-        .iter()
-        .flat_map(|f| f.steps.iter().flatten())
-        .filter_map(|s| match s {
-            super::sequence::Step::Fault(f) => Some(f.kind.as_str()),
-            _ => None,
-        });
-    let mut kinds = package
-        .faults
-        .iter()
-        .map(|f| f.kind.as_str())
-        .chain(step_kinds);
-    if kinds.any(|k| k == KIND) {
+impl FaultKind for LoseUnsyncedKind {
+    fn name(&self) -> &'static str {
+        "lose-unfsynced"
+    }
+
+    fn triggered(&self) -> Option<Triggered> {
+        Some(Triggered::PowerLoss)
+    }
+
+    fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
+        kind::aimed(fault, parts, |c, db, target, ()| {
+            Ok(LoseUnsynced::new(c, db, target))
+        })
+    }
+
+    /// Its servers keep their data on the layer from their first start.
+    fn prepare_db(&self, db: Arc<dyn Db>) -> Arc<dyn Db> {
         Arc::new(OnLayer::new(db))
-    } else {
-        db
     }
 }
 
