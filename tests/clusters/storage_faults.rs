@@ -130,6 +130,9 @@ fn judge_starts(dir: &Path, ops: &[Value], txn_dir: &str, log: &str, refusal: &s
                 assert_eq!(stop["value"]["after_restore"][node], "serving", "{stop}");
             }
             "serving" => assert!(came_back, "{node} kept running: {stop}"),
+            // Slower than the fault's 20 s watch (a sync from the leader on a loaded machine):
+            // it must still run at the stop; the run's checks judge what it served.
+            "running, not serving" => assert!(came_back, "{node} ran, then died: {stop}"),
             other => panic!("{node} neither served nor exited after the damage: {other}"),
         }
         println!(
