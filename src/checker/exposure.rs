@@ -473,5 +473,30 @@ mod tests {
         assert_eq!(plural("pause", 2), "pauses");
         assert_eq!(plural("clock", 3), "clock faults");
         assert_eq!(plural("packet", 1), "packet fault");
+        assert_eq!(plural("one-way-partition", 2), "one-way partitions");
+        assert_eq!(plural("flood", 2), "flood faults", "a kind no longer known");
+    }
+
+    #[test]
+    fn each_kind_judges_its_own_value_and_an_unknown_kind_counts_by_nodes() {
+        let judged = |kind: &str, value: Value| {
+            let f = format!("start-{kind}");
+            let ops = vec![start(0, 1, kind, "one"), done(1, 2, &f, value)];
+            exposure(&ops, Some(true)).faults.len() == 1
+        };
+        // A slow partition's map counts for a packet fault, not for a kill.
+        assert!(judged("packet", json!({"slow": {"n1": ["n2"]}})));
+        assert!(!judged("kill", json!({"slow": {"n1": ["n2"]}})));
+        assert!(judged("partition", json!({"grudge": {"n1": ["n2"]}})));
+        assert!(!judged(
+            "partition",
+            json!({"nodes": [], "grudge": {"n1": ["n2"]}})
+        ));
+        assert!(judged(
+            "one-way-partition",
+            json!({"nodes": ["n1"], "unheard": ["n2"]})
+        ));
+        assert!(judged("flood", json!({"nodes": ["n1"]})));
+        assert!(!judged("flood", json!({"grudge": {"n1": ["n2"]}})));
     }
 }

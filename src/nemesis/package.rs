@@ -610,6 +610,41 @@ mod tests {
         assert_eq!(load_error(fine, false, false), None);
     }
 
+    #[test]
+    fn the_registry_names_each_kind_and_settings_key_once() {
+        let mut names: Vec<&str> = KINDS.iter().map(|k| k.name()).collect();
+        let mut keys: Vec<&str> = KINDS.iter().filter_map(|k| k.settings_key()).collect();
+        let (kinds, settings) = (names.len(), keys.len());
+        names.sort();
+        names.dedup();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(
+            (names.len(), keys.len()),
+            (kinds, settings),
+            "{names:?} {keys:?}"
+        );
+        assert!(["kind", "target", "trigger"]
+            .iter()
+            .all(|k| !keys.contains(k)));
+    }
+
+    #[test]
+    fn a_lose_unfsynced_step_puts_the_database_on_its_layer() {
+        let nodes = crate::control::test_nodes(3);
+        let db: Arc<dyn Db> = Arc::new(ZooKeeper::new(ZkConfig::default(), nodes.clone()));
+        let on_layer = |yaml: &str| {
+            let cfg: NemesisConfig = serde_yaml_ng::from_str(yaml).unwrap();
+            let prepared = cfg.prepare_db(db.clone());
+            !Arc::ptr_eq(&prepared, &db)
+        };
+        assert!(on_layer("faults:\n  - kind: lose-unfsynced\n"));
+        assert!(on_layer(
+            "faults:\n  - kind: sequence\n    steps:\n      - {kind: lose-unfsynced}\n"
+        ));
+        assert!(!on_layer("faults:\n  - kind: kill\n  - kind: partition\n"));
+    }
+
     /// A fault that does nothing but answer to its name.
     struct Named(&'static str);
 
