@@ -16,8 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use async_trait::async_trait;
 
-use super::process::{faketime_env, ServerProcess};
-use super::{member_line, Db, MemberPorts, SUPERUSER, SUPER_DIGEST};
+use super::{member_line, Db, MemberPorts, ServerProcess, SUPERUSER, SUPER_DIGEST};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 
@@ -183,14 +182,6 @@ impl Keeperd {
         format!("{}/{}", self.cfg.dir.trim_end_matches('/'), node.host)
     }
 
-    fn process(&self, node: &Node) -> ServerProcess {
-        let home = self.home(node);
-        ServerProcess {
-            marker: format!("{home}/keeperd.cfg"),
-            home,
-        }
-    }
-
     /// Uploads the binary, config, `myid` and clock file to `node`.
     async fn configure(&self, control: &Control, node: &Node, binary: &[u8]) -> anyhow::Result<()> {
         let home = self.home(node);
@@ -262,56 +253,18 @@ impl Db for Keeperd {
     }
 
     async fn teardown(&self, control: &Control) -> anyhow::Result<()> {
-        super::remove_servers(self, control, &self.nodes, |n| self.home(n)).await
+        super::remove_servers(self, control, &self.nodes).await
     }
 
-    async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+    fn process(&self, node: &Node) -> ServerProcess {
         let home = self.home(node);
-        let env = self
-            .clock_file(node)
-            .map(|f| faketime_env(&f))
-            .unwrap_or_default();
-        let command = format!("{h}/keeperd {h}/keeperd.cfg", h = quote(&home));
-        self.process(node)
-            .start(
-                control,
-                node,
-                &env,
-                &command,
-                &format!("{home}/keeperd.log"),
-            )
-            .await
-    }
-
-    async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).stop(control, node).await
-    }
-
-    async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).kill(control, node).await
-    }
-
-    async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).pause(control, node).await
-    }
-
-    async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node)
-            .signal(control, node, "CONT")
-            .await
-            .map(drop)
-    }
-
-    async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        self.process(node).is_running(control, node).await
-    }
-
-    async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        let probe = format!(
-            "test -f {} && echo yes || true",
-            quote(&format!("{}/keeperd.cfg", self.home(node)))
-        );
-        Ok(control.exec(node, &probe, Retry::Idempotent).await? == "yes")
+        ServerProcess {
+            config: format!("{home}/keeperd.cfg"),
+            command: format!("{h}/keeperd {h}/keeperd.cfg", h = quote(&home)),
+            log: "keeperd.log".into(),
+            output: "keeperd.log".into(),
+            home,
+        }
     }
 
     async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
@@ -351,18 +304,8 @@ impl Db for Keeperd {
             .then(|| format!("{}/faketime", self.home(node)))
     }
 
-    fn server_files(&self, node: &Node) -> Option<crate::db::ServerFiles> {
-        Some(self.process(node).files("keeperd.log"))
-    }
-
     fn data_dir(&self, node: &Node) -> String {
         format!("{}/data", self.home(node))
-    }
-
-    async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
-        self.process(node)
-            .collect(control, node, &["keeperd.log"], "data", dir)
-            .await
     }
 }
 

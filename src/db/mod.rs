@@ -19,7 +19,8 @@ use crate::control::{Control, Node};
 
 pub use four_letter::{four_letter_word, standing, Mode};
 pub use members::{member_line, MemberPorts, SUPERUSER, SUPER_DIGEST};
-pub use process::ServerFiles;
+use process::faketime_env;
+pub use process::{ServerFiles, ServerProcess};
 pub use settings::DbSettings;
 
 /// A ZooKeeper-compatible database on a set of nodes.
@@ -38,20 +39,41 @@ pub trait Db: Send + Sync {
     async fn setup(&self, control: &Control) -> anyhow::Result<()>;
     /// Stops the servers and removes their data and configuration.
     async fn teardown(&self, control: &Control) -> anyhow::Result<()>;
-    /// Starts the server on `node` (no-op when it runs).
-    async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// The server's process on `node`: its directory, configuration file, command line and
+    /// logs, which the defaults of `start`, `stop`, `kill`, `pause`, `resume`, `is_running`,
+    /// `is_set_up`, `server_files` and `collect_logs` act on.
+    fn process(&self, node: &Node) -> ServerProcess;
+    /// Starts the server on `node` (no-op when it runs), under libfaketime when it has a
+    /// `clock_file`.
+    async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        let env = self.clock_file(node).map(|f| faketime_env(&f));
+        let env = env.unwrap_or_default();
+        self.process(node).start(control, node, &env).await
+    }
     /// Stops the server on `node` gracefully (SIGTERM, then SIGKILL).
-    async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.process(node).stop(control, node).await
+    }
     /// Kills the server on `node` with SIGKILL.
-    async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.process(node).kill(control, node).await
+    }
     /// Pauses the server on `node` with SIGSTOP.
-    async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.process(node).pause(control, node).await
+    }
     /// Resumes the server on `node` with SIGCONT (no-op when it is not paused).
-    async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.process(node).resume(control, node).await
+    }
     /// Whether the server process on `node` exists (paused or not).
-    async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool>;
+    async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
+        self.process(node).is_running(control, node).await
+    }
     /// Whether `node` has been set up (configured), so that healing should restart it.
-    async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool>;
+    async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
+        self.process(node).is_set_up(control, node).await
+    }
     /// The directory on `node` holding the server's transaction logs (`log.<zxid>`) and
     /// snapshots (`snapshot.<zxid>`), zxids in hex.
     fn txn_dir(&self, node: &Node) -> String;
@@ -77,28 +99,27 @@ pub trait Db: Send + Sync {
     /// local cluster), `None` when it uses the node's system clock.
     fn clock_file(&self, node: &Node) -> Option<String>;
     /// Where the server on `node` logs and how its process is found, for agents that act on
-    /// the node itself (log triggers); `None` when the database cannot say.
-    fn server_files(&self, _node: &Node) -> Option<ServerFiles> {
-        None
+    /// the node itself (log triggers): its `process`'s by default; `None` when the database
+    /// cannot say.
+    fn server_files(&self, node: &Node) -> Option<ServerFiles> {
+        Some(self.process(node).files())
     }
 
     /// The server's data directory on `node` (its log, snapshots and `myid`).
     fn data_dir(&self, node: &Node) -> String;
     /// Copies the server's logs and a listing of its data directory into `dir`.
-    async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()>;
+    async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
+        let data = self.data_dir(node);
+        self.process(node).collect(control, node, &data, dir).await
+    }
 }
 
 /// Stops the servers on `nodes` (resuming paused ones first), unmounts what is mounted under
-/// each server's directory, `home(node)` (a layer under its data), and removes the
+/// each server's directory (its `process`'s home; a layer under its data), and removes the
 /// directory: the teardown of every database here.
-pub async fn remove_servers(
-    db: &dyn Db,
-    control: &Control,
-    nodes: &[Node],
-    home: impl Fn(&Node) -> String,
-) -> anyhow::Result<()> {
+pub async fn remove_servers(db: &dyn Db, control: &Control, nodes: &[Node]) -> anyhow::Result<()> {
     let steps = nodes.iter().map(|node| {
-        let home = home(node);
+        let home = db.process(node).home;
         async move {
             db.resume(control, node).await?;
             db.stop(control, node).await?;
