@@ -16,9 +16,21 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use async_trait::async_trait;
 
-use super::{member_line, Db, MemberPorts, ServerProcess, SUPERUSER, SUPER_DIGEST};
+use super::{
+    member_line, Db, DbOptions, Entry, MemberPorts, ServerProcess, SUPERUSER, SUPER_DIGEST,
+};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
+
+/// keeperd in the registry: the binary `--keeperd-binary` names (or one built with cargo),
+/// with `--keeperd-observers` and `--keeperd-failpoints`.
+pub const ENTRY: Entry = Entry {
+    name: "keeperd",
+    build: |options, nodes| {
+        let cfg = KeeperdConfig::from_options(options);
+        Ok(Box::new(Keeperd::new(cfg, nodes)?))
+    },
+};
 
 /// How keeperd is run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +76,20 @@ impl Default for KeeperdConfig {
             dir: "/var/lib/stampede/keeperd".into(),
             faketime: false,
             settings: super::DbSettings::default(),
+        }
+    }
+}
+
+impl KeeperdConfig {
+    /// The defaults, with what `options` says of keeperd, the fake clock and the settings.
+    fn from_options(options: &DbOptions) -> KeeperdConfig {
+        KeeperdConfig {
+            binary: options.keeperd_binary.clone(),
+            observers: options.keeperd_observers,
+            failpoints: options.keeperd_failpoints.clone(),
+            faketime: options.faketime,
+            settings: options.settings.clone(),
+            ..Default::default()
         }
     }
 }
@@ -221,7 +247,7 @@ impl Keeperd {
 #[async_trait]
 impl Db for Keeperd {
     fn name(&self) -> &str {
-        "keeperd"
+        ENTRY.name
     }
 
     fn client_address(&self, node: &Node) -> String {

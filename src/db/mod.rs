@@ -1,15 +1,19 @@
 //! The database under test on the nodes: install, configure, start, stop, kill, pause,
 //! find the leader, wipe, collect logs. A trait, so that other ZooKeeper-compatible servers
-//! can stand beside Apache ZooKeeper without touching workloads or nemeses.
+//! can stand beside Apache ZooKeeper without touching workloads or nemeses; the commands,
+//! suites and the clearing of earlier runs know no particular database: they find one by
+//! name in [`DATABASES`], the registry below.
+//!
+//! Adding a database: a file `src/db/<name>.rs` with an [`Entry`] named `ENTRY` and an
+//! `impl Db`, and one line in the registry (walked through in `docs/extending.md`).
 
 mod four_letter;
-pub mod keeperd;
 mod members;
 pub mod mntr;
 mod process;
+mod registry;
 pub mod replicas;
 mod settings;
-pub mod zookeeper;
 
 use std::path::Path;
 
@@ -21,7 +25,20 @@ pub use four_letter::{four_letter_word, standing, Mode};
 pub use members::{member_line, MemberPorts, SUPERUSER, SUPER_DIGEST};
 use process::faketime_env;
 pub use process::{ServerFiles, ServerProcess};
+pub use registry::{build, entry, every_kind, DbOptions, Entry};
 pub use settings::DbSettings;
+
+// The registry: one line per database file (`registry!` declares it as a module).
+registry! {
+    /// Every database stampede runs, in the order an unknown `--db` lists them.
+    DATABASES: Entry {
+        zookeeper,
+        keeperd,
+    }
+}
+
+/// The database `--db` and a suite's `dbs:` mean when they name none.
+pub const DEFAULT: &str = zookeeper::ENTRY.name;
 
 /// A ZooKeeper-compatible database on a set of nodes.
 #[async_trait]
@@ -138,18 +155,6 @@ pub async fn remove_servers(db: &dyn Db, control: &Control, nodes: &[Node]) -> a
         result?;
     }
     Ok(())
-}
-
-/// Every kind of database stampede runs, configured as a run sets it up on `nodes`: where an
-/// earlier run's servers would be, whichever database it ran.
-pub fn every_kind(nodes: &[Node]) -> anyhow::Result<Vec<Box<dyn Db>>> {
-    Ok(vec![
-        Box::new(zookeeper::ZooKeeper::new(
-            Default::default(),
-            nodes.to_vec(),
-        )),
-        Box::new(keeperd::Keeperd::new(Default::default(), nodes)?),
-    ])
 }
 
 /// What of `db`'s servers an earlier run left on `node`, one phrase each: a server running,

@@ -8,7 +8,9 @@ use anyhow::{bail, Context};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{member_line, Db, MemberPorts, ServerProcess, SUPERUSER, SUPER_DIGEST};
+use super::{
+    member_line, Db, DbOptions, Entry, MemberPorts, ServerProcess, SUPERUSER, SUPER_DIGEST,
+};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 
@@ -23,6 +25,15 @@ pub enum Install {
     /// the nodes or an `http(s)://` URL the nodes download.
     Tarball(String),
 }
+
+/// ZooKeeper in the registry: Debian's package, or the release `--zookeeper-tarball` names.
+pub const ENTRY: Entry = Entry {
+    name: "zookeeper",
+    build: |options, nodes| {
+        let cfg = ZkConfig::from_options(options);
+        Ok(Box::new(ZooKeeper::new(cfg, nodes.to_vec())))
+    },
+};
 
 /// How ZooKeeper is installed and configured on the nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +79,22 @@ impl Default for ZkConfig {
             dir: "/var/lib/stampede/db".into(),
             faketime: false,
             settings: super::DbSettings::default(),
+        }
+    }
+}
+
+impl ZkConfig {
+    /// The defaults, with what `options` says of ZooKeeper, the fake clock and the settings.
+    fn from_options(options: &DbOptions) -> ZkConfig {
+        let install = match &options.zookeeper_tarball {
+            Some(tarball) => Install::Tarball(tarball.clone()),
+            None => Install::Package,
+        };
+        ZkConfig {
+            install,
+            faketime: options.faketime,
+            settings: options.settings.clone(),
+            ..Default::default()
         }
     }
 }
@@ -306,7 +333,7 @@ impl ZooKeeper {
 #[async_trait]
 impl Db for ZooKeeper {
     fn name(&self) -> &str {
-        "zookeeper"
+        ENTRY.name
     }
 
     fn client_address(&self, node: &Node) -> String {
