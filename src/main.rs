@@ -12,6 +12,16 @@
 //! → [`store`] (the results folder) → [`cli`] (the commands a person types, with [`suite`]
 //! and [`serve`]). [`progress`] draws the progress bar of a run.
 
+/// Declares the modules named, each with its registry entry `ENTRY`, and lists those entries
+/// in the constant `$registry`: the workloads' registry and the databases'.
+macro_rules! registry {
+    ($(#[$doc:meta])* $registry:ident: $entry:ty { $($name:ident),* $(,)? }) => {
+        $(pub mod $name;)*
+        $(#[$doc])*
+        pub const $registry: &[&$entry] = &[$(&$name::ENTRY),*];
+    };
+}
+
 mod checker;
 mod cli;
 mod client;

@@ -20,24 +20,17 @@ pub struct DbArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DbChoice {
     /// The database under test.
-    #[arg(long, default_value = "zookeeper", global = true)]
+    #[arg(long, default_value = db::DEFAULT, value_parser = known_db, global = true)]
     pub db: String,
-    /// An Apache ZooKeeper release tarball (path or URL) instead of the distribution's package.
-    #[arg(long, global = true)]
-    pub zookeeper_tarball: Option<String>,
-    /// A keeperd binary to upload for `--db keeperd` (default: build it with cargo).
-    #[arg(long, global = true)]
-    pub keeperd_binary: Option<std::path::PathBuf>,
-    /// How many of the nodes (the last ones) run keeperd as observers.
-    #[arg(long, default_value_t = 0, global = true)]
-    pub keeperd_observers: usize,
-    /// keeperd failpoints to switch on, comma-separated (a binary built with
-    /// `--features failpoints`; see keeperd/src/failpoint.rs).
-    #[arg(long, value_delimiter = ',', global = true)]
-    pub keeperd_failpoints: Vec<String>,
-    /// The workload file's `db:` settings (`stampede test`; the defaults elsewhere).
-    #[arg(skip)]
-    pub settings: db::DbSettings,
+    #[command(flatten)]
+    pub options: db::DbOptions,
+}
+
+/// `--db`'s value: the name of a database in the registry.
+fn known_db(name: &str) -> Result<String, String> {
+    db::entry(name)
+        .map(|e| e.name.to_string())
+        .map_err(|e| e.to_string())
 }
 
 impl DbChoice {
@@ -48,31 +41,11 @@ impl DbChoice {
         targets: &TargetArgs,
         nodes: Vec<crate::control::Node>,
     ) -> anyhow::Result<Box<dyn Db>> {
-        match self.db.as_str() {
-            "zookeeper" => {
-                let mut cfg = db::zookeeper::ZkConfig {
-                    faketime: targets.uses_local_cluster(),
-                    settings: self.settings.clone(),
-                    ..Default::default()
-                };
-                if let Some(tarball) = &self.zookeeper_tarball {
-                    cfg.install = db::zookeeper::Install::Tarball(tarball.clone());
-                }
-                Ok(Box::new(db::zookeeper::ZooKeeper::new(cfg, nodes)))
-            }
-            "keeperd" => {
-                let cfg = db::keeperd::KeeperdConfig {
-                    binary: self.keeperd_binary.clone(),
-                    observers: self.keeperd_observers,
-                    failpoints: self.keeperd_failpoints.clone(),
-                    faketime: targets.uses_local_cluster(),
-                    settings: self.settings.clone(),
-                    ..Default::default()
-                };
-                Ok(Box::new(db::keeperd::Keeperd::new(cfg, &nodes)?))
-            }
-            other => anyhow::bail!("--db {other}: unknown database (known: zookeeper, keeperd)"),
-        }
+        let options = db::DbOptions {
+            faketime: targets.uses_local_cluster(),
+            ..self.options.clone()
+        };
+        db::build(&self.db, &options, &nodes)
     }
 }
 
@@ -141,4 +114,33 @@ async fn print_status(db: &dyn Db, control: &crate::control::Control) -> bool {
         println!("{:<6} {:<22} {said}", node.name, db.client_address(node));
     }
     modes.iter().all(Option::is_some)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        db: super::DbChoice,
+    }
+
+    #[test]
+    fn db_is_a_registered_name_zookeeper_when_none_is_given() {
+        let err = Wrap::try_parse_from(["x", "--db", "etcd"]).err().unwrap();
+        let said = err.to_string();
+        let line = said.lines().next().unwrap();
+        assert_eq!(
+            line,
+            "error: invalid value 'etcd' for '--db <DB>': unknown database \"etcd\" (known: zookeeper, keeperd)"
+        );
+        let given = Wrap::try_parse_from(["x", "--db", "keeperd", "--keeperd-observers", "1"]);
+        let given = given.unwrap().db;
+        assert_eq!(
+            (given.db.as_str(), given.options.keeperd_observers),
+            ("keeperd", 1)
+        );
+        assert_eq!(Wrap::try_parse_from(["x"]).unwrap().db.db, "zookeeper");
+    }
 }

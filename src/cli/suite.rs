@@ -144,11 +144,11 @@ fn test_args(
 ) -> TestArgs {
     let db = DbChoice {
         db: spec.db.clone(),
-        zookeeper_tarball: args.zookeeper_tarball.clone(),
-        keeperd_binary: args.keeperd_binary.clone(),
-        keeperd_observers: 0,
-        keeperd_failpoints: Vec::new(),
-        settings: Default::default(),
+        options: crate::db::DbOptions {
+            zookeeper_tarball: args.zookeeper_tarball.clone(),
+            keeperd_binary: args.keeperd_binary.clone(),
+            ..Default::default()
+        },
     };
     let workloads = spec.workloads.clone();
     let targets = args.targets.clone();
@@ -251,8 +251,11 @@ mod tests {
             ("c7", "admin")
         );
         assert_eq!(test.db.db, "keeperd");
-        assert_eq!(test.db.keeperd_binary, Some(PathBuf::from("/k/keeperd")));
-        let tarball = test.db.zookeeper_tarball.as_deref();
+        assert_eq!(
+            test.db.options.keeperd_binary,
+            Some(PathBuf::from("/k/keeperd"))
+        );
+        let tarball = test.db.options.zookeeper_tarball.as_deref();
         assert_eq!(tarball, Some("https://example.org/zk.tar.gz"));
         assert!(test.contenders.is_empty());
     }

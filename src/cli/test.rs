@@ -223,10 +223,8 @@ fn plan(args: &TestArgs) -> anyhow::Result<Plan> {
     let nemesis_config = nemesis::load_package(&nemesis_path, holders, None)?;
 
     let control = targets_with_cluster(args)?;
-    let choice = DbChoice {
-        settings: files[0].file.db.clone(),
-        ..args.db.clone()
-    };
+    let mut choice = args.db.clone();
+    choice.options.settings = files[0].file.db.clone();
     let db: Arc<dyn Db> = choice
         .build(&args.targets, control.nodes().to_vec())?
         .into();

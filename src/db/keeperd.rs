@@ -16,10 +16,21 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use async_trait::async_trait;
 
-use super::process::{faketime_env, ServerProcess};
-use super::{member_line, Db, MemberPorts, SUPERUSER, SUPER_DIGEST};
+use super::{
+    member_line, Db, DbOptions, Entry, MemberPorts, ServerProcess, SUPERUSER, SUPER_DIGEST,
+};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
+
+/// keeperd in the registry: the binary `--keeperd-binary` names (or one built with cargo),
+/// with `--keeperd-observers` and `--keeperd-failpoints`.
+pub const ENTRY: Entry = Entry {
+    name: "keeperd",
+    build: |options, nodes| {
+        let cfg = KeeperdConfig::from_options(options);
+        Ok(Box::new(Keeperd::new(cfg, nodes)?))
+    },
+};
 
 /// How keeperd is run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +76,20 @@ impl Default for KeeperdConfig {
             dir: "/var/lib/stampede/keeperd".into(),
             faketime: false,
             settings: super::DbSettings::default(),
+        }
+    }
+}
+
+impl KeeperdConfig {
+    /// The defaults, with what `options` says of keeperd, the fake clock and the settings.
+    fn from_options(options: &DbOptions) -> KeeperdConfig {
+        KeeperdConfig {
+            binary: options.keeperd_binary.clone(),
+            observers: options.keeperd_observers,
+            failpoints: options.keeperd_failpoints.clone(),
+            faketime: options.faketime,
+            settings: options.settings.clone(),
+            ..Default::default()
         }
     }
 }
@@ -183,14 +208,6 @@ impl Keeperd {
         format!("{}/{}", self.cfg.dir.trim_end_matches('/'), node.host)
     }
 
-    fn process(&self, node: &Node) -> ServerProcess {
-        let home = self.home(node);
-        ServerProcess {
-            marker: format!("{home}/keeperd.cfg"),
-            home,
-        }
-    }
-
     /// Uploads the binary, config, `myid` and clock file to `node`.
     async fn configure(&self, control: &Control, node: &Node, binary: &[u8]) -> anyhow::Result<()> {
         let home = self.home(node);
@@ -230,7 +247,7 @@ impl Keeperd {
 #[async_trait]
 impl Db for Keeperd {
     fn name(&self) -> &str {
-        "keeperd"
+        ENTRY.name
     }
 
     fn client_address(&self, node: &Node) -> String {
@@ -262,56 +279,18 @@ impl Db for Keeperd {
     }
 
     async fn teardown(&self, control: &Control) -> anyhow::Result<()> {
-        super::remove_servers(self, control, &self.nodes, |n| self.home(n)).await
+        super::remove_servers(self, control, &self.nodes).await
     }
 
-    async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+    fn process(&self, node: &Node) -> ServerProcess {
         let home = self.home(node);
-        let env = self
-            .clock_file(node)
-            .map(|f| faketime_env(&f))
-            .unwrap_or_default();
-        let command = format!("{h}/keeperd {h}/keeperd.cfg", h = quote(&home));
-        self.process(node)
-            .start(
-                control,
-                node,
-                &env,
-                &command,
-                &format!("{home}/keeperd.log"),
-            )
-            .await
-    }
-
-    async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).stop(control, node).await
-    }
-
-    async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).kill(control, node).await
-    }
-
-    async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).pause(control, node).await
-    }
-
-    async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node)
-            .signal(control, node, "CONT")
-            .await
-            .map(drop)
-    }
-
-    async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        self.process(node).is_running(control, node).await
-    }
-
-    async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        let probe = format!(
-            "test -f {} && echo yes || true",
-            quote(&format!("{}/keeperd.cfg", self.home(node)))
-        );
-        Ok(control.exec(node, &probe, Retry::Idempotent).await? == "yes")
+        ServerProcess {
+            config: format!("{home}/keeperd.cfg"),
+            command: format!("{h}/keeperd {h}/keeperd.cfg", h = quote(&home)),
+            log: "keeperd.log".into(),
+            output: "keeperd.log".into(),
+            home,
+        }
     }
 
     async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
@@ -351,18 +330,8 @@ impl Db for Keeperd {
             .then(|| format!("{}/faketime", self.home(node)))
     }
 
-    fn server_files(&self, node: &Node) -> Option<crate::db::ServerFiles> {
-        Some(self.process(node).files("keeperd.log"))
-    }
-
     fn data_dir(&self, node: &Node) -> String {
         format!("{}/data", self.home(node))
-    }
-
-    async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
-        self.process(node)
-            .collect(control, node, &["keeperd.log"], "data", dir)
-            .await
     }
 }
 

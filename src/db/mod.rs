@@ -1,15 +1,19 @@
 //! The database under test on the nodes: install, configure, start, stop, kill, pause,
 //! find the leader, wipe, collect logs. A trait, so that other ZooKeeper-compatible servers
-//! can stand beside Apache ZooKeeper without touching workloads or nemeses.
+//! can stand beside Apache ZooKeeper without touching workloads or nemeses; the commands,
+//! suites and the clearing of earlier runs know no particular database: they find one by
+//! name in [`DATABASES`], the registry below.
+//!
+//! Adding a database: a file `src/db/<name>.rs` with an [`Entry`] named `ENTRY` and an
+//! `impl Db`, and one line in the registry (walked through in `docs/extending.md`).
 
 mod four_letter;
-pub mod keeperd;
 mod members;
 pub mod mntr;
 mod process;
+mod registry;
 pub mod replicas;
 mod settings;
-pub mod zookeeper;
 
 use std::path::Path;
 
@@ -19,8 +23,22 @@ use crate::control::{Control, Node};
 
 pub use four_letter::{four_letter_word, standing, Mode};
 pub use members::{member_line, MemberPorts, SUPERUSER, SUPER_DIGEST};
-pub use process::ServerFiles;
+use process::faketime_env;
+pub use process::{ServerFiles, ServerProcess};
+pub use registry::{build, entry, every_kind, DbOptions, Entry};
 pub use settings::DbSettings;
+
+// The registry: one line per database file (`registry!` declares it as a module).
+registry! {
+    /// Every database stampede runs, in the order an unknown `--db` lists them.
+    DATABASES: Entry {
+        zookeeper,
+        keeperd,
+    }
+}
+
+/// The database `--db` and a suite's `dbs:` mean when they name none.
+pub const DEFAULT: &str = zookeeper::ENTRY.name;
 
 /// A ZooKeeper-compatible database on a set of nodes.
 #[async_trait]
@@ -38,20 +56,41 @@ pub trait Db: Send + Sync {
     async fn setup(&self, control: &Control) -> anyhow::Result<()>;
     /// Stops the servers and removes their data and configuration.
     async fn teardown(&self, control: &Control) -> anyhow::Result<()>;
-    /// Starts the server on `node` (no-op when it runs).
-    async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    /// The server's process on `node`: its directory, configuration file, command line and
+    /// logs, which the defaults of `start`, `stop`, `kill`, `pause`, `resume`, `is_running`,
+    /// `is_set_up`, `server_files` and `collect_logs` act on.
+    fn process(&self, node: &Node) -> ServerProcess;
+    /// Starts the server on `node` (no-op when it runs), under libfaketime when it has a
+    /// `clock_file`.
+    async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        let env = self.clock_file(node).map(|f| faketime_env(&f));
+        let env = env.unwrap_or_default();
+        self.process(node).start(control, node, &env).await
+    }
     /// Stops the server on `node` gracefully (SIGTERM, then SIGKILL).
-    async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.process(node).stop(control, node).await
+    }
     /// Kills the server on `node` with SIGKILL.
-    async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.process(node).kill(control, node).await
+    }
     /// Pauses the server on `node` with SIGSTOP.
-    async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.process(node).pause(control, node).await
+    }
     /// Resumes the server on `node` with SIGCONT (no-op when it is not paused).
-    async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()>;
+    async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.process(node).resume(control, node).await
+    }
     /// Whether the server process on `node` exists (paused or not).
-    async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool>;
+    async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
+        self.process(node).is_running(control, node).await
+    }
     /// Whether `node` has been set up (configured), so that healing should restart it.
-    async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool>;
+    async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
+        self.process(node).is_set_up(control, node).await
+    }
     /// The directory on `node` holding the server's transaction logs (`log.<zxid>`) and
     /// snapshots (`snapshot.<zxid>`), zxids in hex.
     fn txn_dir(&self, node: &Node) -> String;
@@ -77,28 +116,27 @@ pub trait Db: Send + Sync {
     /// local cluster), `None` when it uses the node's system clock.
     fn clock_file(&self, node: &Node) -> Option<String>;
     /// Where the server on `node` logs and how its process is found, for agents that act on
-    /// the node itself (log triggers); `None` when the database cannot say.
-    fn server_files(&self, _node: &Node) -> Option<ServerFiles> {
-        None
+    /// the node itself (log triggers): its `process`'s by default; `None` when the database
+    /// cannot say.
+    fn server_files(&self, node: &Node) -> Option<ServerFiles> {
+        Some(self.process(node).files())
     }
 
     /// The server's data directory on `node` (its log, snapshots and `myid`).
     fn data_dir(&self, node: &Node) -> String;
     /// Copies the server's logs and a listing of its data directory into `dir`.
-    async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()>;
+    async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
+        let data = self.data_dir(node);
+        self.process(node).collect(control, node, &data, dir).await
+    }
 }
 
 /// Stops the servers on `nodes` (resuming paused ones first), unmounts what is mounted under
-/// each server's directory, `home(node)` (a layer under its data), and removes the
+/// each server's directory (its `process`'s home; a layer under its data), and removes the
 /// directory: the teardown of every database here.
-pub async fn remove_servers(
-    db: &dyn Db,
-    control: &Control,
-    nodes: &[Node],
-    home: impl Fn(&Node) -> String,
-) -> anyhow::Result<()> {
+pub async fn remove_servers(db: &dyn Db, control: &Control, nodes: &[Node]) -> anyhow::Result<()> {
     let steps = nodes.iter().map(|node| {
-        let home = home(node);
+        let home = db.process(node).home;
         async move {
             db.resume(control, node).await?;
             db.stop(control, node).await?;
@@ -117,18 +155,6 @@ pub async fn remove_servers(
         result?;
     }
     Ok(())
-}
-
-/// Every kind of database stampede runs, configured as a run sets it up on `nodes`: where an
-/// earlier run's servers would be, whichever database it ran.
-pub fn every_kind(nodes: &[Node]) -> anyhow::Result<Vec<Box<dyn Db>>> {
-    Ok(vec![
-        Box::new(zookeeper::ZooKeeper::new(
-            Default::default(),
-            nodes.to_vec(),
-        )),
-        Box::new(keeperd::Keeperd::new(Default::default(), nodes)?),
-    ])
 }
 
 /// What of `db`'s servers an earlier run left on `node`, one phrase each: a server running,

@@ -1,6 +1,8 @@
 //! A database server process on a node, found by the pid file in its home directory and
-//! checked against a marker in its command line (so a reused pid is never signalled), and
-//! started detached under `setsid`, optionally under libfaketime.
+//! checked against its configuration file's path in its command line (so a reused pid is never
+//! signalled), and started detached under `setsid`, optionally under libfaketime. The `Db`
+//! trait's default `start`, `stop`, `kill`, `pause`, `resume`, `is_running`, `is_set_up`,
+//! `server_files` and `collect_logs` act through it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,12 +12,20 @@ use anyhow::{bail, Context};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 
-/// One server's process on one node.
+/// One server's process on one node: where it lives, how it starts, where it logs.
 pub struct ServerProcess {
     /// The server's directory on the node; holds `server.pid`.
     pub home: String,
-    /// A string that the server's command line contains, e.g. its config file's path.
-    pub marker: String,
+    /// The server's configuration file: the node is set up while it exists, and the server's
+    /// command line names it (the marker that tells the server from a process reusing its pid).
+    pub config: String,
+    /// The shell command line that starts the server, run in the home directory.
+    pub command: String,
+    /// The server's own log, relative to the home: log triggers follow it.
+    pub log: String,
+    /// The file the server's standard output and error are appended to, relative to the home
+    /// (the same as `log` for a server that logs there).
+    pub output: String,
 }
 
 /// The environment that runs a process under libfaketime with the control file `clock_file`.
@@ -38,12 +48,12 @@ pub struct ServerFiles {
 }
 
 impl ServerProcess {
-    /// This server's files, with `log` (a path relative to the home) as its log.
-    pub fn files(&self, log: &str) -> ServerFiles {
+    /// This server's files, for an agent acting on the node itself.
+    pub fn files(&self) -> ServerFiles {
         ServerFiles {
-            log: format!("{}/{log}", self.home),
+            log: format!("{}/{}", self.home, self.log),
             pidfile: format!("{}/server.pid", self.home),
-            marker: self.marker.clone(),
+            marker: self.config.clone(),
         }
     }
 
@@ -52,37 +62,32 @@ impl ServerProcess {
         format!(
             "pid=$(cat {pidfile} 2>/dev/null) && [ -n \"$pid\" ] && grep -qF {marker} /proc/$pid/cmdline 2>/dev/null",
             pidfile = quote(&format!("{}/server.pid", self.home)),
-            marker = quote(&self.marker),
+            marker = quote(&self.config),
         )
     }
 
-    /// Starts `command` (a shell command line, run in the home directory, output appended to
-    /// `log`) detached, unless the server already runs; `env` prefixes it (e.g. faketime).
-    pub async fn start(
-        &self,
-        control: &Control,
-        node: &Node,
-        env: &str,
-        command: &str,
-        log: &str,
-    ) -> anyhow::Result<()> {
-        let cmd = format!(
+    /// The shell command that starts the server's command detached in the home, its output
+    /// appended to `output`, unless it already runs; `env` prefixes it.
+    fn start_line(&self, env: &str) -> String {
+        format!(
             "if {running}; then exit 0; fi; cd {h} || exit 1; \
              {env}setsid nohup {command} >> {log} 2>&1 < /dev/null & echo $! > {h}/server.pid",
             running = self.find_pid(),
             h = quote(&self.home),
-            log = quote(log),
-        );
+            command = self.command,
+            log = quote(&format!("{}/{}", self.home, self.output)),
+        )
+    }
+
+    /// Starts the server detached unless it already runs; `env` prefixes its command (e.g.
+    /// faketime).
+    pub async fn start(&self, control: &Control, node: &Node, env: &str) -> anyhow::Result<()> {
+        let cmd = self.start_line(env);
         control.exec(node, &cmd, Retry::Once).await.map(drop)
     }
 
     /// Sends `signal` to the server; returns whether one ran to receive it.
-    pub async fn signal(
-        &self,
-        control: &Control,
-        node: &Node,
-        signal: &str,
-    ) -> anyhow::Result<bool> {
+    async fn signal(&self, control: &Control, node: &Node, signal: &str) -> anyhow::Result<bool> {
         let cmd = format!(
             "if {}; then kill -{signal} $pid && echo signalled; fi",
             self.find_pid()
@@ -137,16 +142,36 @@ impl ServerProcess {
         Ok(())
     }
 
-    /// Copies `logs` (paths relative to the home) that exist, and a listing of `data`, into `dir`.
+    /// SIGCONT (no-op when it is not paused or does not run).
+    pub async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+        self.signal(control, node, "CONT").await.map(drop)
+    }
+
+    /// A shell command that says `yes` when the server's configuration file exists.
+    fn set_up_probe(&self) -> String {
+        format!("test -f {} && echo yes || true", quote(&self.config))
+    }
+
+    /// Whether the server's configuration file exists.
+    pub async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
+        let probe = self.set_up_probe();
+        Ok(control.exec(node, &probe, Retry::Idempotent).await? == "yes")
+    }
+
+    /// Copies the server's log and output that exist, and a listing of `data` (its data
+    /// directory), into `dir`.
     pub async fn collect(
         &self,
         control: &Control,
         node: &Node,
-        logs: &[&str],
         data: &str,
         dir: &Path,
     ) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut logs = vec![&self.log];
+        if self.output != self.log {
+            logs.push(&self.output);
+        }
         for log in logs {
             let remote = format!("{}/{log}", self.home);
             let probe = format!("test -f {} && echo yes || true", quote(&remote));
@@ -158,12 +183,72 @@ impl ServerProcess {
                 control.download(node, &remote, &dir.join(name)).await?;
             }
         }
-        let list = format!(
-            "ls -laR {} 2>&1 || true",
-            quote(&format!("{}/{data}", self.home))
-        );
+        let list = format!("ls -laR {} 2>&1 || true", quote(data));
         let listing = control.exec(node, &list, Retry::Idempotent).await?;
         std::fs::write(dir.join("data-dir.txt"), listing + "\n")?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::db::keeperd::{Keeperd, KeeperdConfig};
+    use crate::db::zookeeper::{ZkConfig, ZooKeeper};
+    use crate::db::Db;
+
+    /// The shell commands each database's server is started and probed with, to the byte.
+    #[test]
+    fn each_database_starts_and_finds_its_server_with_its_own_command() {
+        let nodes = crate::control::test_nodes(1);
+        let node = &nodes[0];
+        let zk = ZooKeeper::new(ZkConfig::default(), nodes.clone());
+        let keeperd = Keeperd::new(KeeperdConfig::default(), &nodes).unwrap();
+        let z = "/var/lib/stampede/db/10.0.0.1";
+        let k = "/var/lib/stampede/keeperd/10.0.0.1";
+        let java = format!(
+            "java -Xmx256m -Dzookeeper.DigestAuthenticationProvider.superDigest=stampede:eDe4kmqjwu6mF9gxDXhYED3R44s= \
+             -Dzookeeper.log.dir={z}/logs -Dlog4j.configuration=file:{z}/conf/log4j.properties \
+             -cp {z}/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar \
+             org.apache.zookeeper.server.quorum.QuorumPeerMain {z}/conf/zoo.cfg"
+        );
+        let cases: [(&dyn Db, &str, &str, String, &str, &str); 2] = [
+            (
+                &zk,
+                z,
+                "conf/zoo.cfg",
+                java,
+                "logs/stdout.log",
+                "logs/zookeeper.log",
+            ),
+            (
+                &keeperd,
+                k,
+                "keeperd.cfg",
+                format!("{k}/keeperd {k}/keeperd.cfg"),
+                "keeperd.log",
+                "keeperd.log",
+            ),
+        ];
+        for (db, h, config, command, output, log) in cases {
+            let process = db.process(node);
+            let running = format!(
+                "pid=$(cat {h}/server.pid 2>/dev/null) && [ -n \"$pid\" ] && grep -qF {h}/{config} /proc/$pid/cmdline 2>/dev/null"
+            );
+            assert_eq!(
+                process.start_line("ENV=1 "),
+                format!(
+                    "if {running}; then exit 0; fi; cd {h} || exit 1; ENV=1 setsid nohup {command} \
+                     >> {h}/{output} 2>&1 < /dev/null & echo $! > {h}/server.pid"
+                ),
+                "{}",
+                db.name()
+            );
+            let probe = format!("test -f {h}/{config} && echo yes || true");
+            assert_eq!(process.set_up_probe(), probe, "{}", db.name());
+            let files = db.server_files(node).unwrap();
+            assert_eq!(files.log, format!("{h}/{log}"));
+            assert_eq!(files.pidfile, format!("{h}/server.pid"));
+            assert_eq!(files.marker, format!("{h}/{config}"));
+        }
     }
 }

@@ -2,15 +2,15 @@
 //! release tarball), one server per node in its own directory, started under `setsid` with a
 //! pid file so that every later action (kill, pause, stop) targets exactly that process.
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::process::{faketime_env, ServerProcess};
-use super::{member_line, Db, MemberPorts, SUPERUSER, SUPER_DIGEST};
+use super::{
+    member_line, Db, DbOptions, Entry, MemberPorts, ServerProcess, SUPERUSER, SUPER_DIGEST,
+};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
 
@@ -25,6 +25,15 @@ pub enum Install {
     /// the nodes or an `http(s)://` URL the nodes download.
     Tarball(String),
 }
+
+/// ZooKeeper in the registry: Debian's package, or the release `--zookeeper-tarball` names.
+pub const ENTRY: Entry = Entry {
+    name: "zookeeper",
+    build: |options, nodes| {
+        let cfg = ZkConfig::from_options(options);
+        Ok(Box::new(ZooKeeper::new(cfg, nodes.to_vec())))
+    },
+};
 
 /// How ZooKeeper is installed and configured on the nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +79,22 @@ impl Default for ZkConfig {
             dir: "/var/lib/stampede/db".into(),
             faketime: false,
             settings: super::DbSettings::default(),
+        }
+    }
+}
+
+impl ZkConfig {
+    /// The defaults, with what `options` says of ZooKeeper, the fake clock and the settings.
+    fn from_options(options: &DbOptions) -> ZkConfig {
+        let install = match &options.zookeeper_tarball {
+            Some(tarball) => Install::Tarball(tarball.clone()),
+            None => Install::Package,
+        };
+        ZkConfig {
+            install,
+            faketime: options.faketime,
+            settings: options.settings.clone(),
+            ..Default::default()
         }
     }
 }
@@ -177,14 +202,6 @@ impl ZooKeeper {
                 "{home}/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
             ),
             Install::Tarball(_) => format!("{home}/conf:{home}/dist/lib/*"),
-        }
-    }
-
-    fn process(&self, node: &Node) -> ServerProcess {
-        let home = self.home(node);
-        ServerProcess {
-            marker: format!("{home}/conf/zoo.cfg"),
-            home,
         }
     }
 
@@ -316,7 +333,7 @@ impl ZooKeeper {
 #[async_trait]
 impl Db for ZooKeeper {
     fn name(&self) -> &str {
-        "zookeeper"
+        ENTRY.name
     }
 
     fn client_address(&self, node: &Node) -> String {
@@ -336,62 +353,25 @@ impl Db for ZooKeeper {
     }
 
     async fn teardown(&self, control: &Control) -> anyhow::Result<()> {
-        super::remove_servers(self, control, &self.nodes, |n| self.home(n)).await
+        super::remove_servers(self, control, &self.nodes).await
     }
 
-    async fn start(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
+    fn process(&self, node: &Node) -> ServerProcess {
         let home = self.home(node);
-        let env = self
-            .clock_file(node)
-            .map(|f| faketime_env(&f))
-            .unwrap_or_default();
-        let java = format!(
+        let command = format!(
             "java -Xmx{heap}m -Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST} -Dzookeeper.log.dir={h}/logs -Dlog4j.configuration=file:{h}/conf/log4j.properties \
              -cp {cp} org.apache.zookeeper.server.quorum.QuorumPeerMain {h}/conf/zoo.cfg",
             h = quote(&home),
             heap = self.cfg.heap_mb,
             cp = quote(&self.class_path(&home)),
         );
-        self.process(node)
-            .start(
-                control,
-                node,
-                &env,
-                &java,
-                &format!("{home}/logs/stdout.log"),
-            )
-            .await
-    }
-
-    async fn stop(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).stop(control, node).await
-    }
-
-    async fn kill(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).kill(control, node).await
-    }
-
-    async fn pause(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node).pause(control, node).await
-    }
-
-    async fn resume(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
-        self.process(node)
-            .signal(control, node, "CONT")
-            .await
-            .map(drop)
-    }
-
-    async fn is_running(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        self.process(node).is_running(control, node).await
-    }
-
-    async fn is_set_up(&self, control: &Control, node: &Node) -> anyhow::Result<bool> {
-        let cmd = format!(
-            "test -f {} && echo yes || true",
-            quote(&format!("{}/conf/zoo.cfg", self.home(node)))
-        );
-        Ok(control.exec(node, &cmd, Retry::Idempotent).await? == "yes")
+        ServerProcess {
+            config: format!("{home}/conf/zoo.cfg"),
+            command,
+            log: "logs/zookeeper.log".into(),
+            output: "logs/stdout.log".into(),
+            home,
+        }
     }
 
     async fn wipe(&self, control: &Control, node: &Node) -> anyhow::Result<()> {
@@ -433,24 +413,8 @@ impl Db for ZooKeeper {
             .then(|| format!("{}/faketime", self.home(node)))
     }
 
-    fn server_files(&self, node: &Node) -> Option<crate::db::ServerFiles> {
-        Some(self.process(node).files("logs/zookeeper.log"))
-    }
-
     fn data_dir(&self, node: &Node) -> String {
         format!("{}/data", self.home(node))
-    }
-
-    async fn collect_logs(&self, control: &Control, node: &Node, dir: &Path) -> anyhow::Result<()> {
-        self.process(node)
-            .collect(
-                control,
-                node,
-                &["logs/zookeeper.log", "logs/stdout.log"],
-                "data",
-                dir,
-            )
-            .await
     }
 }
 

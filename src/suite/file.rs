@@ -38,7 +38,7 @@ pub struct SuiteFile {
 }
 
 fn default_dbs() -> Vec<String> {
-    vec!["zookeeper".to_string()]
+    vec![crate::db::DEFAULT.to_string()]
 }
 
 fn one() -> u32 {
@@ -105,6 +105,9 @@ impl SuiteFile {
             {
                 bail!("{field}: bad entry {bad:?}");
             }
+        }
+        if let Some(unknown) = self.dbs.iter().find_map(|db| crate::db::entry(db).err()) {
+            bail!("dbs: {unknown}");
         }
         if self.repetitions == 0 {
             bail!("repetitions: must be at least 1");
@@ -350,6 +353,10 @@ mod tests {
             (
                 "workloads: [register]\nnemeses: [--evil]\n",
                 "nemeses: bad entry",
+            ),
+            (
+                "workloads: [register]\nnemeses: [none]\ndbs: [zookeeper, zk]\n",
+                "dbs: unknown database \"zk\" (known: zookeeper, keeperd)",
             ),
             (
                 "workloads: [register]\nnemeses: [none]\ntogether: true\n",

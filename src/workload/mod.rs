@@ -46,28 +46,22 @@ pub use requests::Requests;
 pub use session::SessionConfig;
 pub use settings::{Section, Settings};
 
-/// Declares the workload folders as modules and lists their entries in [`WORKLOADS`].
-macro_rules! registry {
-    ($($name:ident),* $(,)?) => {
-        $(pub mod $name;)*
-        /// Every workload stampede knows, in the order `stampede test --help` lists them.
-        pub const WORKLOADS: &[&Entry] = &[$(&$name::ENTRY),*];
-    };
-}
-
-// The registry: one line per workload folder.
+// The registry: one line per workload folder (`registry!` declares it as a module).
 registry! {
-    register,
-    lock,
-    election,
-    barrier,
-    queue,
-    counter,
-    set,
-    unique_ids,
-    bank,
-    ephemeral,
-    watch,
+    /// Every workload stampede knows, in the order `stampede test --help` lists them.
+    WORKLOADS: Entry {
+        register,
+        lock,
+        election,
+        barrier,
+        queue,
+        counter,
+        set,
+        unique_ids,
+        bank,
+        ephemeral,
+        watch,
+    }
 }
 
 /// The workload `stampede test` runs when none is named, and a run folder without

@@ -130,6 +130,9 @@ impl Db for OnLayer {
     fn runs_on(&self, node: &Node) -> bool {
         self.inner.runs_on(node)
     }
+    fn process(&self, node: &Node) -> crate::db::ServerProcess {
+        self.inner.process(node)
+    }
     async fn setup(&self, control: &Control) -> anyhow::Result<()> {
         let servers = crate::db::servers(self.inner.as_ref(), control.nodes());
         let mounts = servers
