@@ -53,6 +53,13 @@ pub fn load_with_overrides<T: DeserializeOwned>(
     Ok(config)
 }
 
+/// Reads a parsed YAML value (a section of a file) into a `T` through text, so that
+/// serde_yaml_ng names the failing field; the error is its sentence without the location (a
+/// line of the section's own text, not of the file).
+pub fn from_section<T: DeserializeOwned>(value: &serde_yaml_ng::Value) -> Result<T, String> {
+    from_doc(value).map_err(|e| without_location(&e))
+}
+
 /// Reads `doc` into a `T` through text (not `from_value`), which makes serde_yaml_ng name the
 /// failing field.
 fn from_doc<T: DeserializeOwned>(doc: &serde_yaml_ng::Value) -> Result<T, serde_yaml_ng::Error> {

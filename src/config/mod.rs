@@ -12,6 +12,6 @@ mod overrides;
 mod resolve;
 
 pub use duration::Duration;
-pub use load::{load, load_with_overrides, save};
+pub use load::{from_section, load, load_with_overrides, save};
 pub use overrides::Override;
 pub use resolve::{names, resolve};

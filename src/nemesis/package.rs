@@ -159,25 +159,19 @@ impl FaultConfig {
         let Some(value) = self.settings.get(key) else {
             return Ok(None);
         };
-        // Through text, so that serde_yaml_ng names the failing field.
-        let parsed =
-            serde_yaml_ng::to_string(value).and_then(|text| serde_yaml_ng::from_str(&text));
-        parsed.map(Some).map_err(|e| {
-            let text = e.to_string();
-            let text = match text.find(" at line ") {
-                Some(at) => text[..at].to_string(),
-                None => text,
-            };
-            let path = |p: &str| {
-                !p.is_empty()
-                    && p.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "_.[]-".contains(c))
-            };
-            match text.split_once(": ") {
-                Some((inner, why)) if path(inner) => refuse(&format!("{key}.{inner}"), why),
-                _ => refuse(key, text),
-            }
-        })
+        crate::config::from_section(value)
+            .map(Some)
+            .map_err(|text| {
+                let path = |p: &str| {
+                    !p.is_empty()
+                        && p.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "_.[]-".contains(c))
+                };
+                match text.split_once(": ") {
+                    Some((inner, why)) if path(inner) => refuse(&format!("{key}.{inner}"), why),
+                    _ => refuse(key, text),
+                }
+            })
     }
 
     /// Checks every field of this fault: its kind, its settings key, its trigger, then what

@@ -46,10 +46,9 @@ impl WorkloadFile {
     pub fn section<C: DeserializeOwned + Default>(&self) -> Result<C, String> {
         match self.sections.get(&self.workload) {
             None | Some(serde_yaml_ng::Value::Null) => Ok(C::default()),
-            // Through text, so that serde_yaml_ng names the failing field.
-            Some(value) => serde_yaml_ng::to_string(value)
-                .and_then(|text| serde_yaml_ng::from_str(&text))
-                .map_err(|e| format!("{}: {}", self.workload, without_location(&e))),
+            Some(value) => {
+                crate::config::from_section(value).map_err(|e| format!("{}: {e}", self.workload))
+            }
         }
     }
 
@@ -72,16 +71,6 @@ impl WorkloadFile {
         let value = serde_yaml_ng::to_value(settings).unwrap_or(serde_yaml_ng::Value::Null);
         file.sections = BTreeMap::from([(self.workload.clone(), value)]);
         file
-    }
-}
-
-/// serde_yaml_ng's sentence without the ` at line L column C` it appends (the line is of the
-/// section's own text, not of the file).
-fn without_location(e: &serde_yaml_ng::Error) -> String {
-    let text = e.to_string();
-    match text.find(" at line ") {
-        Some(at) => text[..at].to_string(),
-        None => text,
     }
 }
 
