@@ -34,25 +34,12 @@ async fn heal_node(
     node: &Node,
     restart: Restart,
 ) -> anyhow::Result<NodeHealed> {
-    let mut done = Vec::new();
-    let mut healing: Vec<_> = KINDS
-        .iter()
-        .filter_map(|k| k.heal_stage().map(|stage| (stage, *k)))
-        .collect();
-    healing.sort_by_key(|(stage, _)| *stage);
-    for (stage, kind) in &healing {
-        if *stage > HealStage::Machine {
-            break;
-        }
-        done.extend(kind.heal_node(control, db, node).await?);
-    }
+    let mut done = heal_stages(control, db, node, |s| s == HealStage::Machine).await?;
     // The trigger agent next: a drop it fires must not come after the rules are removed.
     control
         .exec(node, &trigger::heal_command(node), Retry::Idempotent)
         .await?;
-    for (_, kind) in healing.iter().filter(|(s, _)| *s > HealStage::Machine) {
-        done.extend(kind.heal_node(control, db, node).await?);
-    }
+    done.extend(heal_stages(control, db, node, |s| s > HealStage::Machine).await?);
     let mut held = Vec::new();
     if restart == Restart::Servers {
         for kind in KINDS {
@@ -70,6 +57,26 @@ async fn heal_node(
         done.push("restarted server");
     }
     Ok(NodeHealed { done, held })
+}
+
+/// Runs the node heals of the kinds whose stage `stages` picks, stage by stage; says what they
+/// did.
+pub(super) async fn heal_stages(
+    control: &Control,
+    db: &dyn Db,
+    node: &Node,
+    stages: impl Fn(HealStage) -> bool,
+) -> anyhow::Result<Vec<&'static str>> {
+    let mut healing: Vec<_> = KINDS
+        .iter()
+        .filter_map(|k| k.heal_stage().filter(|s| stages(*s)).map(|s| (s, *k)))
+        .collect();
+    healing.sort_by_key(|(stage, _)| *stage);
+    let mut done = Vec::new();
+    for (_, kind) in healing {
+        done.extend(kind.heal_node(control, db, node).await?);
+    }
+    Ok(done)
 }
 
 /// What healing one node did, and the kinds that hold its server stopped (looked for only

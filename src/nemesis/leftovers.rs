@@ -24,12 +24,6 @@ pub async fn on_node(control: &Control, node: &Node) -> anyhow::Result<Vec<Strin
 /// Brings `node`'s machine back if an earlier run's fault took it down (a guest whose power
 /// was cut, booted again); returns whether it had to (until then it cannot answer).
 pub async fn boot_if_off(control: &Control, db: &dyn Db, node: &Node) -> anyhow::Result<bool> {
-    let mut booted = false;
-    for kind in KINDS
-        .iter()
-        .filter(|k| k.heal_stage() == Some(HealStage::Machine))
-    {
-        booted |= kind.heal_node(control, db, node).await?.is_some();
-    }
-    Ok(booted)
+    let done = super::heal::heal_stages(control, db, node, |s| s == HealStage::Machine).await?;
+    Ok(!done.is_empty())
 }
