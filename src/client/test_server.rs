@@ -58,9 +58,12 @@ impl ZkServer {
             .port();
         let data = dir.path().join("data");
         std::fs::create_dir(&data).expect("data directory");
+        // forceSync=no: the log is written but not fsynced. The tests kill the process, never
+        // the machine, so written data survives in the page cache, and a disk busy writing
+        // back a build cannot stall every write for seconds.
         let cfg = format!(
             "tickTime=500\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-             4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+             4lw.commands.whitelist=*\nadmin.enableServer=false\nforceSync=no\n",
             data.display()
         );
         std::fs::write(dir.path().join("zoo.cfg"), cfg).expect("zoo.cfg");

@@ -83,13 +83,60 @@ where
     healed.summary
 }
 
+/// Whether the history so far lets a kill strike: a test that needs the kill to hit
+/// something (a leader in office) says so instead of leaving it to timing.
+pub type Strike = fn(&[Op]) -> bool;
+
+/// Strikes whenever the schedule says.
+pub fn any_time(_: &[Op]) -> bool {
+    true
+}
+
+/// Whether some process has invoked an operation named `f` and not completed it yet: a term
+/// in office (`lead`) under way.
+pub fn open(ops: &[Op], f: &str) -> bool {
+    let mut last = std::collections::HashMap::new();
+    for op in ops {
+        last.insert(op.process, op);
+    }
+    last.values()
+        .any(|op| op.f == f && op.kind == crate::history::OpType::Invoke)
+}
+
+/// The kill nemesis of [`killable_server`], holding each kill until `strike` holds of the
+/// history `recorder` has so far (for at most 5 s: a wait that long is the test's failure to
+/// report, not to hang on).
+struct KillWhen {
+    kill: Arc<dyn Nemesis>,
+    recorder: Arc<Recorder>,
+    strike: Strike,
+}
+
+#[async_trait::async_trait]
+impl Nemesis for KillWhen {
+    fn kind(&self) -> &str {
+        self.kill.kind()
+    }
+    async fn start(&self) -> anyhow::Result<serde_json::Value> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !(self.strike)(&self.recorder.ops()) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.kill.start().await
+    }
+    async fn stop(&self) -> anyhow::Result<serde_json::Value> {
+        self.kill.stop().await
+    }
+}
+
 /// Drives `driver` over `cfg` with 4 slots for 12 s against a server of its own that is
-/// killed every 2 s and restarted 2 s later (sessions of 3 s, requests of 1 s); checks that
-/// the server was killed at least twice and every fault healed. Returns the summary and the
-/// history.
+/// killed every 2 s (once `strike` holds) and restarted 2 s later (sessions of 3 s, requests
+/// of 1 s); checks that the server was killed at least twice and every fault healed. Returns
+/// the summary and the history.
 pub async fn run_through_kills<C, S, F>(
     cfg: C,
     driver: impl FnOnce(DriverRun<C>, Arc<Recorder>, watch::Receiver<bool>) -> F,
+    strike: Strike,
 ) -> (S, Vec<Op>)
 where
     C: Clone,
@@ -99,6 +146,11 @@ where
     let (_server, endpoint, kill) = killable_server().await;
     let generator = faulted(4, 12000, 2000, 2000);
     let recorder = Arc::new(Recorder::in_memory());
+    let kill: Arc<dyn Nemesis> = Arc::new(KillWhen {
+        kill,
+        recorder: recorder.clone(),
+        strike,
+    });
     let running = |target| generator::drive(&generator, &cfg, options(1000, 3000), target, driver);
     let summary = run_faulted("kill", vec![endpoint], vec![kill], &recorder, running).await;
     let ops = recorder.ops();

@@ -20,7 +20,8 @@ async fn run(run_id: &str, transfer: TransferMode) -> BankReport {
     let history = run_ops_killed(run_id, ops, 5000, 500).await;
     let report = check_bank(&history, 5, cfg.total());
     eprintln!("{report:?}");
-    assert!(report.transfers_ok > 50 && report.reads > 50, "{report:?}");
+    // Some of each, even on a machine slow enough to halve the run's pace.
+    assert!(report.transfers_ok > 20 && report.reads > 20, "{report:?}");
     assert!(report.final_balances.is_some(), "{report:?}");
     report
 }

@@ -11,7 +11,7 @@ use crate::history::{Op, OpType};
 use crate::workload::rounds::fairness::judge_terms;
 use crate::workload::rounds::Contention;
 use crate::workload::rounds::{self, RoundsSummary};
-use crate::workload::test_runs::{ms, run_quiet, run_through_kills};
+use crate::workload::test_runs::{ms, open, run_quiet, run_through_kills};
 
 /// Runs `recipe` with `candidates` for `secs` seconds and a short tenure.
 async fn run(
@@ -112,7 +112,9 @@ async fn leaders_assuming_loss_stay_alone_when_the_server_is_killed() {
         pause: ms(30),
         ..ElectionConfig::default()
     };
-    let (summary, ops) = run_through_kills(cfg, rounds::drive::<Candidates>).await;
+    // Each kill waits for a leader in office: the loss below is the test's, not the timing's.
+    let in_office = |ops: &[Op]| open(ops, "lead");
+    let (summary, ops) = run_through_kills(cfg, rounds::drive::<Candidates>, in_office).await;
     let verdict = check_election(&ops).unwrap();
     eprintln!("kill: {summary:?}\n{verdict:?}");
     assert!(verdict.valid, "{:?}", verdict.overlaps);

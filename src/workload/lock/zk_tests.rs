@@ -20,7 +20,9 @@ use crate::history::{Op, Recorder};
 use crate::nemesis::Nemesis;
 use crate::workload::rounds::fairness::{judge_lock, PASSED_OVER};
 use crate::workload::rounds::{self, Contention, RoundsSummary};
-use crate::workload::test_runs::{faulted, ms, options, run_faulted, run_quiet, run_through_kills};
+use crate::workload::test_runs::{
+    any_time, faulted, ms, options, run_faulted, run_quiet, run_through_kills,
+};
 
 fn quick(recipe: RecipeKind, reentrant: bool) -> LockConfig {
     LockConfig {
@@ -414,7 +416,7 @@ async fn a_holder_that_keeps_the_lock_while_isolated_overlaps_and_is_caught() {
 /// turn, and checks the history.
 async fn through_kills(recipe: RecipeKind) {
     let cfg = quick(recipe, false);
-    let (summary, ops) = run_through_kills(cfg, rounds::drive::<Contenders>).await;
+    let (summary, ops) = run_through_kills(cfg, rounds::drive::<Contenders>, any_time).await;
     let name = summary.recipe;
     let opts = CheckOptions {
         time_limit: Some(Duration::from_secs(30)),
