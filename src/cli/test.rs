@@ -218,8 +218,7 @@ struct Plan {
 fn plan(args: &TestArgs) -> anyhow::Result<Plan> {
     let files = load_workloads(args)?;
     let nemesis_path = config::resolve("nemeses", &args.nemesis)?;
-    let holder_op = files.iter().find_map(|l| l.workload.holder_op());
-    let holders = holder_op.is_some();
+    let holders = files.iter().any(|l| l.workload.holder_op().is_some());
     let nemesis_config = nemesis::load_package(&nemesis_path, holders, None)?;
 
     let control = targets_with_cluster(args)?;
@@ -228,24 +227,41 @@ fn plan(args: &TestArgs) -> anyhow::Result<Plan> {
     let db: Arc<dyn Db> = choice
         .build(&args.targets, control.nodes().to_vec())?
         .into();
-    let db = nemesis_config.prepare_db(db);
-    let aim = nemesis::Aim {
-        nodes: control.nodes(),
-        db: db.as_ref(),
-    };
-    nemesis_config.check(&nemesis_path, holders, Some(&aim))?;
-    let holder = Arc::new(HistoryHolder::new(holder_op));
-    let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()))?;
-    Ok(Plan {
-        files,
-        nemesis_path,
-        nemesis_config,
-        holder_op,
-        holder,
-        control,
-        db,
-        nemeses,
-    })
+    Plan::assemble(files, (nemesis_path, nemesis_config), control, db)
+}
+
+impl Plan {
+    /// The plan of `files` under the nemesis package `nemesis` (its path and contents) on the
+    /// nodes of `control` running `db`: the database prepared for the package, the package's
+    /// targets checked against the nodes, and its nemeses built.
+    fn assemble(
+        files: Vec<Loaded>,
+        nemesis: (PathBuf, nemesis::NemesisConfig),
+        control: Control,
+        db: Arc<dyn Db>,
+    ) -> anyhow::Result<Plan> {
+        let (nemesis_path, nemesis_config) = nemesis;
+        let holder_op = files.iter().find_map(|l| l.workload.holder_op());
+        let holders = holder_op.is_some();
+        let db = nemesis_config.prepare_db(db);
+        let aim = nemesis::Aim {
+            nodes: control.nodes(),
+            db: db.as_ref(),
+        };
+        nemesis_config.check(&nemesis_path, holders, Some(&aim))?;
+        let holder = Arc::new(HistoryHolder::new(holder_op));
+        let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()))?;
+        Ok(Plan {
+            files,
+            nemesis_path,
+            nemesis_config,
+            holder_op,
+            holder,
+            control,
+            db,
+            nemeses,
+        })
+    }
 }
 
 /// Makes each workload's run folder with its `test.yaml` and history, each recorded operation
@@ -407,6 +423,9 @@ pub(super) fn stem(path: &Path) -> String {
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| "test".into())
 }
+
+#[cfg(test)]
+mod fakes;
 
 #[cfg(test)]
 mod tests {

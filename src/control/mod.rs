@@ -5,6 +5,8 @@
 //! is re-established and the command sent again, and commands marked idempotent are retried
 //! after a drop mid-command too. Every error names the node and the command.
 
+#[cfg(test)]
+pub mod fake;
 mod inventory;
 mod node;
 mod session;
@@ -43,6 +45,9 @@ pub struct Control {
     /// thread to its end even when its caller is gone (a dropped future cannot unsend it), so
     /// healing first waits for this to reach 0 ([`Control::settle`]).
     in_flight: Arc<tokio::sync::watch::Sender<usize>>,
+    /// Machines that answer in place of SSH: the fakes the harness's own rules run on.
+    #[cfg(test)]
+    machines: Option<Arc<dyn fake::Machines>>,
 }
 
 /// One command in flight; counted from its creation to its drop, on the thread that runs it.
@@ -82,13 +87,36 @@ impl Control {
             nodes: Arc::new(nodes),
             idle: Arc::default(),
             in_flight: Arc::new(tokio::sync::watch::channel(0).0),
+            #[cfg(test)]
+            machines: None,
+        }
+    }
+
+    /// A controller for `nodes` whose commands `machines` answer, without SSH.
+    #[cfg(test)]
+    pub fn on_machines(nodes: Vec<Node>, machines: Arc<dyn fake::Machines>) -> Control {
+        Control {
+            machines: Some(machines),
+            ..Control::new(
+                nodes,
+                SshOptions {
+                    key: None,
+                    known_hosts: "/dev/null".into(),
+                    policy: HostKeyPolicy::AcceptNew,
+                    connect_timeout: Duration::from_secs(1),
+                },
+            )
         }
     }
 
     /// A controller for the same nodes with sessions and a count of commands in flight of its
     /// own: for background work (the run lock's heartbeat) that a heal must not wait for.
     pub fn detached(&self) -> Control {
-        Control::new(self.nodes.to_vec(), (*self.opts).clone())
+        Control {
+            #[cfg(test)]
+            machines: self.machines.clone(),
+            ..Control::new(self.nodes.to_vec(), (*self.opts).clone())
+        }
     }
 
     /// Commands sent through this controller (or a clone) that have not finished.
@@ -240,10 +268,16 @@ impl Control {
         timeout: Duration,
         retry: Retry,
     ) -> anyhow::Result<Output> {
+        let counted = InFlight::enter(&self.in_flight);
+        #[cfg(test)]
+        if let Some(machines) = &self.machines {
+            let answer = machines.answer(node, command, &stdin).await;
+            drop(counted);
+            return Ok(answer);
+        }
         let this = self.clone();
         let node_owned = node.clone();
         let wrapped = shell::as_root(&node.user, command);
-        let counted = InFlight::enter(&self.in_flight);
         let result = tokio::task::spawn_blocking(move || {
             let _counted = counted;
             this.run_blocking(&node_owned, &wrapped, &stdin, await_ready, timeout, retry)

@@ -7,6 +7,8 @@
 //! Adding a database: a file `src/db/<name>.rs` with an [`Entry`] named `ENTRY` and an
 //! `impl Db`, and one line in the registry (walked through in `docs/extending.md`).
 
+#[cfg(test)]
+pub mod fake;
 mod four_letter;
 mod members;
 pub mod mntr;

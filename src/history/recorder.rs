@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::{Op, OpType, Process};
 
@@ -24,7 +24,7 @@ pub struct Meta {
 }
 
 /// Records a test's history: numbers each operation, stamps it with the monotonic time since
-/// the start of the test, and writes it to the history file at once, one `write` per line, so
+/// the start of the test (tokio's clock: the system's, or a test's paused one), and writes it to the history file at once, one `write` per line, so
 /// that a controller killed at any moment loses no operation that was already recorded.
 pub struct Recorder {
     start: Instant,

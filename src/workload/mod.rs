@@ -13,6 +13,8 @@
 
 mod anomalies;
 mod claims;
+#[cfg(test)]
+pub mod fake;
 mod figures;
 mod file;
 mod herd;

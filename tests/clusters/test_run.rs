@@ -512,122 +512,6 @@ fn a_killed_controller_leaves_a_checkable_history(cluster: &TestCluster) {
     assert!(our_servers(cluster).is_empty());
 }
 
-/// A nemesis package with a mistyped target or kind is refused with one line naming its file
-/// and line, before anything starts: no results folder, no database.
-fn a_mistyped_package_is_refused_before_anything_starts(cluster: &TestCluster) {
-    for (name, yaml, line, says) in [
-        (
-            "typo-target",
-            "faults:\n  - kind: partition\n    target: halves\n  - kind: kill\n    target: sideways\n",
-            5,
-            "faults[1].target: unknown target \"sideways\"",
-        ),
-        (
-            "typo-kind",
-            "# a comment\nfaults:\n  - kind: partiton\n",
-            3,
-            "faults[0].kind: unknown nemesis kind \"partiton\"",
-        ),
-        (
-            "typo-duration",
-            "faults:\n  - kind: clock\n    clock: {mode: strobe, period: 2}\n",
-            3,
-            "faults[0].clock.period: invalid duration `2`",
-        ),
-    ] {
-        let file = cluster.work.join(format!("{name}.yaml"));
-        std::fs::write(&file, yaml).unwrap();
-        let file = file.display().to_string();
-        let out = cluster.stampede(&["test", "--name", name, "--nemesis", &file]);
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
-        assert!(
-            stderr.starts_with(&format!("error: {file}:{line}")) && stderr.contains(says),
-            "{stderr}"
-        );
-        assert!(
-            !cluster.work.join("results").join(name).exists(),
-            "no run was started"
-        );
-    }
-    assert!(our_servers(cluster).is_empty(), "no database was set up");
-}
-
-/// A run whose package has faults but none took effect is unknown, not valid: here the first
-/// fault would come after the time limit.
-fn a_run_no_fault_reached_is_unknown(cluster: &TestCluster) {
-    let out = cluster.stampede(&[
-        "test",
-        "--nemesis",
-        "kill",
-        "--time-limit",
-        "4",
-        "--set",
-        "generator.nemesis_interval=1m",
-        "--set",
-        "generator.quiet_period=1s",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let verdict = last_line(&out);
-    assert!(
-        verdict.starts_with("verdict: unknown (no fault took effect: none started within the run)"),
-        "{verdict}"
-    );
-    let dir = cluster.results_dir(&out);
-    let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    assert_eq!(results["valid"], "unknown");
-    assert_eq!(results["exposure"]["planned"], true);
-    let check = cluster.stampede(&["check", &dir.display().to_string()]);
-    assert_eq!(check.status.code(), Some(2));
-    assert_eq!(last_line(&check), verdict, "check agrees with the run");
-}
-
-/// A scheduled fault that fails to start leaves the run unknown: the server a pause aims at
-/// is killed behind stampede's back just before the pause is due.
-fn a_run_whose_fault_failed_to_start_is_unknown(cluster: &TestCluster) {
-    let package = cluster.work.join("pause-n2.yaml");
-    std::fs::write(&package, "faults:\n  - kind: pause\n    target: n2\n").unwrap();
-    let package = package.display().to_string();
-    let args = [
-        "--nemesis",
-        &package,
-        "--time-limit",
-        "14",
-        "--set",
-        "generator.nemesis_interval=8s",
-        "--set",
-        "generator.nemesis_duration=3s",
-        "--set",
-        "generator.quiet_period=1s",
-    ];
-    let child = begun(cluster, "pause-n2", &args);
-    let home = format!("/var/lib/stampede/db/{}2", cluster.net());
-    let pid = std::fs::read_to_string(format!("{home}/server.pid")).unwrap();
-    let pid = pid.trim();
-    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
-    assert!(
-        cmdline.contains(&format!("{home}/conf/zoo.cfg")),
-        "{cmdline}"
-    );
-    let killed = std::process::Command::new("kill")
-        .args(["-9", pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let verdict = last_line(&out);
-    assert!(
-        verdict.starts_with(
-            "verdict: unknown (1 of 1 fault starts did not take effect; first: start-pause: no \
-             zookeeper server was running on n2 to pause)"
-        ),
-        "{verdict}"
-    );
-    assert!(our_servers(cluster).is_empty(), "torn down");
-}
 /// The watch workload through partitions of the ensemble and kills of a minority (~30 s):
 /// valid, exposed to both, with events received and watches of every class judged, and no
 /// anomaly counted in `results.json`.
@@ -762,10 +646,6 @@ pub fn group() -> common::Group {
             unique_ids_and_bank_stay_valid_through_partitions_and_kills,
         ),
         (
-            "a_run_whose_fault_failed_to_start_is_unknown",
-            a_run_whose_fault_failed_to_start_is_unknown,
-        ),
-        (
             "a_register_run_with_partitions_and_kills_is_valid_and_complete",
             a_register_run_with_partitions_and_kills_is_valid_and_complete,
         ),
@@ -786,16 +666,8 @@ pub fn group() -> common::Group {
             kills_reach_the_one_keeperd_server,
         ),
         (
-            "a_run_no_fault_reached_is_unknown",
-            a_run_no_fault_reached_is_unknown,
-        ),
-        (
             "a_killed_controller_leaves_a_checkable_history",
             a_killed_controller_leaves_a_checkable_history,
-        ),
-        (
-            "a_mistyped_package_is_refused_before_anything_starts",
-            a_mistyped_package_is_refused_before_anything_starts,
         ),
     ];
     common::Group {

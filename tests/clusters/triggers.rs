@@ -13,7 +13,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{text, TestCluster};
+use common::TestCluster;
 use serde_json::Value;
 
 const SHORT: &[&str] = &[
@@ -163,25 +163,6 @@ fn a_follower_losing_power_on_its_newleader_line_records_what_it_lost(cluster: &
     );
 }
 
-fn a_trigger_that_never_fires_makes_the_run_unknown(cluster: &TestCluster) {
-    let package = write_package(
-        cluster,
-        "never",
-        "faults:\n  - kind: pause\n    target: one\n    trigger: {pattern: \"no server ever logs this\"}\n",
-    );
-    let mut args = vec!["test", "--name", "never", "--nemesis", &package];
-    args.extend_from_slice(SHORT);
-    let out = cluster.stampede(&args);
-    let last = common::last_line(&out);
-    assert!(
-        out.status.code() == Some(2)
-            && last.starts_with("verdict: unknown")
-            && last.contains("never fired"),
-        "{}",
-        text(&out)
-    );
-}
-
 /// The pids of the trigger agents running on the cluster's nodes (local: one process table).
 fn agents(cluster: &TestCluster) -> Vec<String> {
     (1..=3)
@@ -307,10 +288,6 @@ pub fn group() -> common::Group {
         (
             "a_follower_losing_power_on_its_newleader_line_records_what_it_lost",
             a_follower_losing_power_on_its_newleader_line_records_what_it_lost,
-        ),
-        (
-            "a_trigger_that_never_fires_makes_the_run_unknown",
-            a_trigger_that_never_fires_makes_the_run_unknown,
         ),
         (
             "heal_after_a_controller_sigkill_disarms_the_agent",

@@ -231,47 +231,6 @@ fn a_controller_killed_mid_fault_is_cleared_by_the_next_run(cluster: &TestCluste
     }
 }
 
-/// A second run on a cluster in use is refused at once, naming the holder; the first run is
-/// not disturbed and stays valid.
-fn a_second_run_on_the_cluster_is_refused(cluster: &TestCluster) {
-    let mut first = Running::start(
-        cluster,
-        &[
-            "test",
-            "--time-limit",
-            "10s",
-            "--set",
-            "generator.nemesis_interval=1s",
-            "--set",
-            "generator.nemesis_duration=3s",
-        ],
-    );
-    first.wait_until(Duration::from_secs(120), |seen| {
-        seen.iter().any(|l| l.starts_with("setting up zookeeper"))
-    });
-    let started = Instant::now();
-    let second = cluster.stampede(&["test", "--time-limit", "10s", "--results", "second"]);
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "refused at once, not after {:?}",
-        started.elapsed()
-    );
-    assert_eq!(second.status.code(), Some(2), "{}", text(&second));
-    let error = String::from_utf8_lossy(&second.stderr);
-    let error = error.lines().last().unwrap_or_default().to_string();
-    let pid = first.child.id();
-    assert!(
-        error.contains("another run holds this cluster: pid ") && error.contains(&pid.to_string()),
-        "{error}"
-    );
-    assert!(!cluster.work.join("second").exists(), "no folder");
-    let (code, stdout, stderr) = first.finish(Duration::from_secs(120));
-    let verdict = stdout.lines().last().unwrap_or_default();
-    assert_eq!(code, Some(0), "{stdout}{}", stderr.join("\n"));
-    assert!(verdict.starts_with("verdict: valid under"), "{verdict}");
-    assert_clean(cluster);
-}
-
 /// `cluster up` on a subnet another cluster uses is refused, naming it, and makes nothing.
 fn a_second_cluster_on_a_used_subnet_is_refused(cluster: &TestCluster) {
     let out = cluster.stampede(&[
@@ -316,10 +275,6 @@ pub fn group() -> common::Group {
         (
             "an_unreachable_node_stops_the_run_before_anything_starts",
             an_unreachable_node_stops_the_run_before_anything_starts,
-        ),
-        (
-            "a_second_run_on_the_cluster_is_refused",
-            a_second_run_on_the_cluster_is_refused,
         ),
         (
             "a_second_cluster_on_a_used_subnet_is_refused",

@@ -113,7 +113,7 @@ async fn last_heal(recorder: &Recorder, cancel: &watch::Receiver<bool>) -> Insta
         let faults = fault_intervals(&recorder.ops());
         if faults.iter().all(|f| f.healed) || Instant::now() >= give_up || *cancel.borrow() {
             let end = faults.iter().map(|f| f.end).max().unwrap_or(0);
-            return Instant::from_std(recorder.instant_of(end));
+            return recorder.instant_of(end);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

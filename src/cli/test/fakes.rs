@@ -1,0 +1,292 @@
+//! `stampede test` run in process on fake machines ([`FakeMachines`]) with a fake database
+//! and the fake workload, under tokio's paused time: the harness's own rules (what makes a
+//! verdict unknown, refusals before anything starts, the run lock, heal and teardown whatever
+//! ends a run) checked in milliseconds, deterministically. The same plan, claim, engine and
+//! judging as a real run; only the machines, the database and the workload are fakes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::control::fake::{FakeMachines, Sent, Server};
+use crate::control::test_nodes;
+use crate::db::fake::FakeDb;
+use crate::workload::fake::FakeWrites;
+
+/// `stampede test` with `flags`, its results under `results`.
+fn args(flags: &[impl AsRef<str>], results: &Path) -> TestArgs {
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: TestArgs,
+    }
+    let results = results.display().to_string();
+    let argv = ["stampede", "--results", &results].into_iter();
+    let argv = argv.chain(flags.iter().map(AsRef::as_ref));
+    <Wrap as clap::Parser>::try_parse_from(argv).unwrap().args
+}
+
+/// Plans `args` as `stampede test` does (workload files, overrides, nemesis package), the
+/// workloads swapped for the fake one paced by their files, on three nodes of `machines`
+/// running the fake database.
+fn plan_on(machines: &Arc<FakeMachines>, args: &TestArgs) -> anyhow::Result<Plan> {
+    let files = load_workloads(args)?
+        .into_iter()
+        .map(|loaded| Loaded {
+            workload: Box::new(FakeWrites {
+                generator: loaded.file.generator.clone(),
+            }),
+            ..loaded
+        })
+        .collect();
+    let nemesis_path = config::resolve("nemeses", &args.nemesis)?;
+    let nemesis_config = nemesis::load_package(&nemesis_path, false, None)?;
+    let control = Control::on_machines(test_nodes(3), machines.clone());
+    Plan::assemble(
+        files,
+        (nemesis_path, nemesis_config),
+        control,
+        Arc::new(FakeDb),
+    )
+}
+
+/// Runs `stampede test` with `flags` on the fake machines: each workload's outcome, and the
+/// folder the results went to.
+async fn run_on(
+    machines: &Arc<FakeMachines>,
+    flags: &[impl AsRef<str>],
+) -> (Vec<MemberOutcome>, tempfile::TempDir) {
+    let results = tempfile::tempdir().unwrap();
+    let args = args(flags, results.path());
+    let plan = plan_on(machines, &args).unwrap();
+    let progress = Progress::new(plan.files[0].file.generator.time_limit.0);
+    let outcomes = claim_and_run(plan, &args, progress).await.unwrap();
+    (outcomes, results)
+}
+
+/// Writes the nemesis package `yaml` as `<name>.yaml` into `dir`; returns its path.
+fn package(dir: &tempfile::TempDir, name: &str, yaml: &str) -> String {
+    let path = dir.path().join(format!("{name}.yaml"));
+    std::fs::write(&path, yaml).unwrap();
+    path.display().to_string()
+}
+
+/// Writes a package of one fault of `kind` aimed at `target` into `dir`; returns its path.
+fn one_fault(dir: &tempfile::TempDir, kind: &str, target: &str) -> String {
+    let yaml = format!("faults:\n  - kind: {kind}\n    target: {target}\n");
+    package(dir, &format!("{kind}-{target}"), &yaml)
+}
+
+/// The flags of a run under the nemesis package `package` for `time_limit`, a fault every
+/// `interval` lasting `duration`.
+fn scheduled(package: &str, time_limit: &str, interval: &str, duration: &str) -> Vec<String> {
+    let interval = format!("generator.nemesis_interval={interval}");
+    let duration = format!("generator.nemesis_duration={duration}");
+    let flags = ["--nemesis", package, "--time-limit", time_limit];
+    let flags = flags
+        .into_iter()
+        .chain(["--set", &interval, "--set", &duration]);
+    flags.map(String::from).collect()
+}
+
+/// The run's `results.json`.
+fn results(outcome: &MemberOutcome) -> serde_json::Value {
+    let text = std::fs::read(outcome.folder.join("results.json")).unwrap();
+    serde_json::from_slice(&text).unwrap()
+}
+
+/// Every node torn down, its server gone and its run lock released.
+fn assert_left_clean(machines: &FakeMachines) {
+    for node in ["n1", "n2", "n3"] {
+        assert!(!machines.is_set_up(node), "{node} torn down");
+        assert_eq!(machines.server(node), Server::Gone, "{node}");
+        assert!(!machines.is_locked(node), "{node}'s run lock released");
+    }
+}
+
+/// A run whose package has faults but none took effect is unknown, not valid: here the first
+/// fault would come after the time limit.
+#[tokio::test(start_paused = true)]
+async fn a_run_no_fault_reached_is_unknown() {
+    let machines = FakeMachines::new();
+    let mut flags = scheduled("kill", "4", "1m", "10s");
+    flags.extend(["--set".into(), "generator.quiet_period=1s".into()]);
+    let (outcomes, _results) = run_on(&machines, &flags).await;
+    let [outcome] = outcomes.as_slice() else {
+        panic!("{outcomes:?}")
+    };
+    assert_eq!(outcome.exit_code, 2, "{outcome:?}");
+    let line = &outcome.verdict_line;
+    assert!(
+        line.starts_with("verdict: unknown (no fault took effect: none started within the run)"),
+        "{line}"
+    );
+    let results = results(outcome);
+    assert_eq!(results["valid"], "unknown");
+    assert_eq!(results["exposure"]["planned"], true);
+    assert!(!machines
+        .sent()
+        .iter()
+        .any(|s| s.command.contains("kill -KILL")));
+    assert_left_clean(&machines);
+}
+
+/// A scheduled fault that fails to start leaves the run unknown: the server a pause aims at
+/// crashes before the pause is due. The run still ends healed and torn down.
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_fault_failed_to_start_is_unknown() {
+    let machines = FakeMachines::new();
+    let dir = tempfile::tempdir().unwrap();
+    let package = one_fault(&dir, "pause", "n2");
+    let mut flags = scheduled(&package, "14", "8s", "3s");
+    flags.extend(["--set".into(), "generator.quiet_period=1s".into()]);
+    let crashing = machines.clone();
+    let crash = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(crashing.server("n2"), Server::Running, "set up by then");
+        crashing.crash("n2");
+    });
+    let (outcomes, _results) = run_on(&machines, &flags).await;
+    crash.await.unwrap();
+    let line = &outcomes[0].verdict_line;
+    assert_eq!(outcomes[0].exit_code, 2, "{line}");
+    assert!(
+        line.starts_with(
+            "verdict: unknown (1 of 1 fault starts did not take effect; first: start-pause: no \
+             fake server was running on n2 to pause)"
+        ),
+        "{line}"
+    );
+    // Due at 8 s, the pause looked for n2's server, found none, and signalled nothing.
+    let sent = machines.sent();
+    let probed = |s: &&Sent| s.node == "n2" && s.command.ends_with("then echo yes; fi");
+    let at_8s = sent
+        .iter()
+        .filter(probed)
+        .any(|s| s.at == Duration::from_secs(8));
+    assert!(at_8s, "{sent:?}");
+    assert!(!sent.iter().any(|s| s.command.contains("kill -STOP")));
+    assert_left_clean(&machines);
+}
+
+/// A nemesis package with a mistyped target, kind or duration is refused with one line naming
+/// its file and line, before anything starts: no command sent, no results folder.
+#[tokio::test(start_paused = true)]
+async fn a_mistyped_package_is_refused_before_anything_starts() {
+    let machines = FakeMachines::new();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, yaml, line, says) in [
+        (
+            "typo-target",
+            "faults:\n  - kind: partition\n    target: halves\n  - kind: kill\n    target: sideways\n",
+            5,
+            "faults[1].target: unknown target \"sideways\"",
+        ),
+        (
+            "typo-kind",
+            "# a comment\nfaults:\n  - kind: partiton\n",
+            3,
+            "faults[0].kind: unknown nemesis kind \"partiton\"",
+        ),
+        (
+            "typo-duration",
+            "faults:\n  - kind: clock\n    clock: {mode: strobe, period: 2}\n",
+            3,
+            "faults[0].clock.period: invalid duration `2`",
+        ),
+    ] {
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, yaml).unwrap();
+        let file = file.display().to_string();
+        let results = dir.path().join("results");
+        let args = args(&["--name", name, "--nemesis", &file], &results);
+        let error = format!("{:#}", plan_on(&machines, &args).err().unwrap());
+        assert_eq!(error.lines().count(), 1, "one line: {error}");
+        assert!(
+            error.starts_with(&format!("{file}:{line}")) && error.contains(says),
+            "{error}"
+        );
+        assert!(!results.exists(), "no run was started");
+    }
+    assert!(machines.sent().is_empty(), "no node was touched");
+}
+
+/// A second run on nodes in use is refused at once, naming the holder, and makes no folder;
+/// the first run goes on undisturbed to its end and leaves the nodes clean.
+#[tokio::test(start_paused = true)]
+async fn a_second_run_on_the_nodes_is_refused() {
+    let machines = FakeMachines::new();
+    let dir = tempfile::tempdir().unwrap();
+    let package = one_fault(&dir, "kill", "minority");
+    let flags = scheduled(&package, "10s", "1s", "3s");
+    let first = {
+        let machines = machines.clone();
+        tokio::spawn(async move { run_on(&machines, &flags).await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(machines.is_set_up("n1"), "the first run is under way");
+    let results = tempfile::tempdir().unwrap();
+    let second = args(&[] as &[&str], results.path());
+    let plan = plan_on(&machines, &second).unwrap();
+    let progress = Progress::new(Duration::from_secs(10));
+    let error = claim_and_run(plan, &second, progress).await.err().unwrap();
+    let error = format!("{error:#}");
+    let pid = std::process::id().to_string();
+    assert!(
+        error.contains("another run holds this cluster: pid ") && error.contains(&pid),
+        "{error}"
+    );
+    assert!(
+        std::fs::read_dir(results.path()).unwrap().next().is_none(),
+        "no folder"
+    );
+    let (outcomes, _results) = first.await.unwrap();
+    let line = &outcomes[0].verdict_line;
+    assert!(!line.contains("aborted"), "{line}");
+    // Unknown only for the replicas, which no fake server can show.
+    let exposed = "verdict: unknown under 3 kills (minority, 7 s faulted); 300 of 300 writes";
+    assert!(line.starts_with(exposed), "{line}");
+    assert_left_clean(&machines);
+}
+
+/// A fault armed on a log line that never comes makes the run unknown: the fault never fired.
+#[tokio::test(start_paused = true)]
+async fn a_trigger_that_never_fires_makes_the_run_unknown() {
+    let machines = FakeMachines::new();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "faults:\n  - kind: pause\n    target: one\n    trigger: {pattern: \"no server ever logs this\"}\n";
+    let package = package(&dir, "never", yaml);
+    let flags = scheduled(&package, "10s", "2s", "2s");
+    let (outcomes, _results) = run_on(&machines, &flags).await;
+    let line = &outcomes[0].verdict_line;
+    assert_eq!(outcomes[0].exit_code, 2, "{line}");
+    assert!(
+        line.starts_with(
+            "verdict: unknown (3 of 3 fault starts did not take effect; first: start-pause: \
+             trigger armed on n"
+        ) && line.contains(" never fired); 300 of 300 writes completed"),
+        "{line}"
+    );
+    assert_left_clean(&machines);
+}
+
+/// A database that fails to set up aborts the run before its workloads, saying why, and the
+/// nodes are still torn down and their locks released.
+#[tokio::test(start_paused = true)]
+async fn a_failed_setup_aborts_the_run_and_leaves_the_nodes_clean() {
+    let machines = FakeMachines::new();
+    machines.fail("fake-db setup", "no space left on device");
+    let (outcomes, _results) = run_on(&machines, &["--nemesis", "kill"]).await;
+    let line = &outcomes[0].verdict_line;
+    assert_eq!(outcomes[0].exit_code, 2, "{line}");
+    assert!(
+        line.starts_with("verdict: unknown (aborted: setup failed: ")
+            && line.contains("no space left on device"),
+        "{line}"
+    );
+    assert!(
+        line.contains("fake removed from 3 nodes, run lock released"),
+        "{line}"
+    );
+    assert_left_clean(&machines);
+}
