@@ -258,7 +258,7 @@ fn a_sweep_runs_one_test_per_count_and_draws_them(cluster: &TestCluster) {
     assert_eq!(counts, [2, 4], "one run per count: {said}");
 }
 
-/// The first holder keeps the lock for 24 s; 2 s in, its node is cut from the ensemble for
+/// The first holder keeps the lock for 24 s; 4 s in, its node is cut from the ensemble for
 /// 22 s. Its server stops serving within syncLimit (5 s), so an `assume-lost` holder stops
 /// then; the ensemble expires its session 10 s after last hearing of it (later when the cut
 /// node was the leader and a new one must be elected first) and the next contender takes the
@@ -302,7 +302,7 @@ fn holder_partition(cluster: &TestCluster) -> String {
 }
 
 /// The sequential lock under `nemesis` with the disconnect `policy` (a `--set`): the first
-/// holder keeps the lock for 24 s and is cut 2 s in for 22 s.
+/// holder keeps the lock for 24 s and is cut 4 s in for 22 s.
 fn holder_test(
     cluster: &TestCluster,
     nemesis: &str,
@@ -315,12 +315,20 @@ fn holder_test(
         "session.session_timeout=10s",
         "generator.concurrency=3",
         "generator.time_limit=28s",
-        "generator.nemesis_interval=2s",
+        "generator.nemesis_interval=4s",
         "generator.nemesis_duration=22s",
-        // The first holder must hold when the cut starts, 2 s in.
+        // The first holder must hold when the cut starts, 4 s in.
         "lock.contention.stagger=false",
     ];
-    recipe_test(cluster, "lock-sequential", nemesis, &sets)
+    let run = || recipe_test(cluster, "lock-sequential", nemesis, &sets);
+    let first = run();
+    // Six lanes starting their ensembles at once have kept the first grant past the cut:
+    // then the cut had nobody to aim at and the run is rightly unknown. Once more.
+    if first.1.contains("no client holds the lock") {
+        println!("nobody held the lock at the cut: {}", first.1);
+        return run();
+    }
+    first
 }
 
 /// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).

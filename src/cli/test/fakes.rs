@@ -254,7 +254,7 @@ async fn a_second_run_on_the_nodes_is_refused() {
 async fn a_trigger_that_never_fires_makes_the_run_unknown() {
     let machines = FakeMachines::new();
     let dir = tempfile::tempdir().unwrap();
-    let yaml = "faults:\n  - kind: pause\n    target: one\n    trigger: {pattern: \"no server ever logs this\"}\n";
+    let yaml = "faults:\n  - kind: pause\n    target: n1\n    trigger: {pattern: \"no server ever logs this\"}\n";
     let package = package(&dir, "never", yaml);
     let flags = scheduled(&package, "10s", "2s", "2s");
     let (outcomes, _results) = run_on(&machines, &flags).await;
@@ -263,8 +263,8 @@ async fn a_trigger_that_never_fires_makes_the_run_unknown() {
     assert!(
         line.starts_with(
             "verdict: unknown (3 of 3 fault starts did not take effect; first: start-pause: \
-             trigger armed on n"
-        ) && line.contains(" never fired); 300 of 300 writes completed"),
+             trigger armed on n1 never fired); 300 of 300 writes completed"
+        ),
         "{line}"
     );
     assert_left_clean(&machines);
