@@ -129,13 +129,19 @@ fn agent_file(node: &Node, ext: &str) -> String {
 
 /// The shell command that kills `node`'s trigger agent (by pid, its command line checked),
 /// waits until it is dead (a zombie's command line is empty), and prints the node's clock
-/// (`now=<ns>`) then the firings it recorded; it removes the agent's files.
+/// (`now=<ns>`) then the firings it recorded; it removes the agent's files. The agent is
+/// stopped (SIGSTOP) first and killed only while no action of its is under way (its acting
+/// file absent; up to 10 s), so an action it began is recorded, and healed, before it dies.
 fn disarm_command(node: &Node) -> String {
     format!(
-        "f={pid}; if [ -f $f ]; then p=$(cat $f); grep -q agent-trigger /proc/$p/cmdline 2>/dev/null && kill -9 $p; \
+        "f={pid}; a={acting}; if [ -f $f ]; then p=$(cat $f); \
+         if grep -q agent-trigger /proc/$p/cmdline 2>/dev/null; then \
+         for i in $(seq 500); do kill -STOP $p 2>/dev/null && [ -f $a ] || break; kill -CONT $p; sleep 0.02; done; \
+         kill -9 $p; fi; \
          while grep -q agent-trigger /proc/$p/cmdline 2>/dev/null; do sleep 0.02; done; rm -f $f; fi; \
-         echo now=$(date +%s%N); cat {rec} 2>/dev/null; rm -f {rec} {out}; true",
+         echo now=$(date +%s%N); cat {rec} 2>/dev/null; rm -f {rec} {out} $a; true",
         pid = quote(&agent_file(node, "pid")),
+        acting = quote(&agent_file(node, "acting")),
         rec = quote(&agent_file(node, "jsonl")),
         out = quote(&agent_file(node, "out")),
     )
@@ -182,6 +188,9 @@ impl TriggeredNemesis {
     }
 
     /// The command that starts the agent on `node`, reading its log from the end it has now.
+    /// An agent gone 0.2 s later failed to arm, unless it already fired its count (a
+    /// restarted server logging the line as it came up) and recorded it: then it is armed, and
+    /// the stop collects and heals that firing.
     fn arm_command(&self, agent: &str, node: &Node) -> anyhow::Result<String> {
         let files = self.db.server_files(node).with_context(|| {
             format!(
@@ -191,12 +200,13 @@ impl TriggeredNemesis {
         })?;
         let (action, ready) = self.action_args(node)?;
         Ok(format!(
-            "{ready}mkdir -p /var/lib/stampede/trigger || exit 1; rm -f {rec}; \
+            "{ready}mkdir -p /var/lib/stampede/trigger || exit 1; rm -f {rec} {acting}; \
              from=$(stat -c %s {log} 2>/dev/null || echo 0); \
              setsid nohup {agent} agent-trigger --log {log} --from $from --pidfile {pidfile} --marker {marker} \
              --pattern {pattern} {action} --delay-ms {delay} --jitter-ms {jitter} --count {count} --probability {probability} --record {rec} \
-             > {out} 2>&1 < /dev/null & echo $! > {pid}; sleep 0.2; kill -0 $(cat {pid}) || {{ cat {out}; exit 1; }}",
+             > {out} 2>&1 < /dev/null & echo $! > {pid}; sleep 0.2; kill -0 $(cat {pid}) 2>/dev/null || [ -s {rec} ] || {{ cat {out}; exit 1; }}",
             rec = quote(&agent_file(node, "jsonl")),
+            acting = quote(&agent_file(node, "acting")),
             log = quote(&files.log),
             pidfile = quote(&files.pidfile),
             marker = quote(&files.marker),
@@ -407,6 +417,45 @@ impl Nemesis for TriggeredNemesis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agent in the middle of an action when it is disarmed (its acting file present) is
+    /// let finish and record it: the disarm's output holds the firing it recorded 300 ms
+    /// after the disarm began, and the agent is dead afterwards.
+    #[test]
+    fn the_disarm_lets_an_action_under_way_be_recorded_before_it_kills_the_agent() {
+        let node = Node {
+            host: format!("disarm-test-{}", std::process::id()),
+            ..crate::control::test_nodes(1).remove(0)
+        };
+        std::fs::create_dir_all("/var/lib/stampede/trigger").unwrap();
+        let (acting, record) = (agent_file(&node, "acting"), agent_file(&node, "jsonl"));
+        std::fs::write(&acting, "").unwrap();
+        let mut agent = std::process::Command::new("bash")
+            .args(["-c", "exec -a agent-trigger-under-test sleep 30"])
+            .spawn()
+            .unwrap();
+        std::fs::write(agent_file(&node, "pid"), agent.id().to_string()).unwrap();
+        let finishing = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::fs::write(&record, "{\"line\":\"recorded\"}\n").unwrap();
+            std::fs::remove_file(&acting).unwrap();
+        });
+        let out = std::process::Command::new("sh")
+            .args(["-c", &disarm_command(&node)])
+            .output()
+            .unwrap();
+        finishing.join().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("recorded"), "the firing was read: {said}");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(agent.wait().unwrap().signal(), Some(libc::SIGKILL));
+        for ext in ["pid", "jsonl", "acting", "out"] {
+            assert!(
+                !std::path::Path::new(&agent_file(&node, ext)).exists(),
+                "{ext}"
+            );
+        }
+    }
 
     #[test]
     fn a_trigger_is_checked_for_its_kind_pattern_count_and_probability() {

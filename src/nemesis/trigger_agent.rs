@@ -160,8 +160,16 @@ impl Follower {
     }
 }
 
+/// The file that exists while the agent writing `record` acts and records a firing: the
+/// disarm lets an action under way end and be recorded before it kills the agent, so no
+/// server is killed, paused, cut off or powered off without a record to heal it from.
+pub fn acting_file(record: &Path) -> std::path::PathBuf {
+    record.with_extension("acting")
+}
+
 /// Follows `log` from byte `from`, acting as `firing` says on `server`, appending each firing
-/// to `record`; polls every `poll`. Returns after `firing.count` firings that took effect.
+/// to `record` (with [`acting_file`] present from the action to the record); polls every
+/// `poll`. Returns after `firing.count` firings that took effect.
 pub fn run(
     log: &Path,
     from: u64,
@@ -191,6 +199,8 @@ pub fn run(
             if !wait.is_zero() {
                 std::thread::sleep(wait);
             }
+            let acting = acting_file(record);
+            std::fs::write(&acting, b"")?;
             let outcome = armed.act(server)?;
             let entry = Fired {
                 line,
@@ -203,6 +213,7 @@ pub fn run(
             };
             writeln!(out, "{}", serde_json::to_string(&entry)?)?;
             out.flush()?;
+            std::fs::remove_file(&acting)?;
             if entry.acted_ns.is_some() {
                 fired += 1;
                 if fired >= firing.count {
@@ -293,6 +304,10 @@ mod tests {
         assert_eq!(fired[0].line, "Learner received NEWLEADER message");
         assert_eq!(fired[0].pid, Some(child.id()));
         assert!(fired[0].acted_ns.unwrap() >= fired[0].seen_ns);
+        assert!(
+            !acting_file(&record).exists(),
+            "recorded: no action under way"
+        );
         // A pid file naming a process without the marker is never signalled.
         let other = Server {
             pidfile: dir.path().join("server.pid"),
