@@ -127,7 +127,7 @@ async fn a_run_no_fault_reached_is_unknown() {
     assert!(!machines
         .sent()
         .iter()
-        .any(|s| s.command.contains("kill -KILL")));
+        .any(|s| s.command.contains("kill -KILL $pid")));
     assert_left_clean(&machines);
 }
 
@@ -165,7 +165,7 @@ async fn a_run_whose_fault_failed_to_start_is_unknown() {
         .filter(probed)
         .any(|s| s.at == Duration::from_secs(8));
     assert!(at_8s, "{sent:?}");
-    assert!(!sent.iter().any(|s| s.command.contains("kill -STOP")));
+    assert!(!sent.iter().any(|s| s.command.contains("kill -STOP $pid")));
     assert_left_clean(&machines);
 }
 
