@@ -256,14 +256,14 @@ async fn a_trigger_that_never_fires_makes_the_run_unknown() {
     let dir = tempfile::tempdir().unwrap();
     let yaml = "faults:\n  - kind: pause\n    target: n1\n    trigger: {pattern: \"no server ever logs this\"}\n";
     let package = package(&dir, "never", yaml);
-    let flags = scheduled(&package, "10s", "2s", "2s");
+    let flags = scheduled(&package, "9s", "2s", "2s");
     let (outcomes, _results) = run_on(&machines, &flags).await;
     let line = &outcomes[0].verdict_line;
     assert_eq!(outcomes[0].exit_code, 2, "{line}");
     assert!(
         line.starts_with(
-            "verdict: unknown (3 of 3 fault starts did not take effect; first: start-pause: \
-             trigger armed on n1 never fired); 300 of 300 writes completed"
+            "verdict: unknown (2 of 2 fault starts did not take effect; first: start-pause: \
+             trigger armed on n1 never fired); 280 of 280 writes completed"
         ),
         "{line}"
     );
