@@ -7,29 +7,80 @@ use serde::{Deserialize, Serialize};
 
 /// A defect with a signature in a server's log.
 struct KnownDefect {
-    /// Its upstream issue.
+    /// Its upstream issue, or a name of stampede's for one not yet reported upstream.
     id: &'static str,
     /// What it does, in a few words.
     what: &'static str,
     /// The log line that starts its signature.
     first: &'static str,
-    /// What the line after it holds (the frame the exception was thrown from).
-    then: &'static str,
+    /// What must follow that line.
+    then: Then,
+}
+
+/// Where the rest of a defect's signature is, after its first line.
+enum Then {
+    /// On the next line (the frame an exception was thrown from).
+    NextLine(&'static str),
+    /// On any line of the exception the first line logged (its message line, then its stack
+    /// trace's indented and `Caused by` lines): one of these.
+    InRecord(&'static [&'static str]),
+}
+
+impl Then {
+    /// Whether `after`, the lines after a first line, complete the signature.
+    fn holds(&self, after: &[&str]) -> bool {
+        match self {
+            Then::NextLine(frame) => after
+                .first()
+                .is_some_and(|line| line.trim().starts_with(frame)),
+            Then::InRecord(frames) => {
+                let trace = after.iter().skip(1).take_while(|line| in_a_trace(line));
+                after
+                    .iter()
+                    .take(1)
+                    .chain(trace)
+                    .any(|line| frames.iter().any(|f| line.contains(f)))
+            }
+        }
+    }
+}
+
+/// Whether `line` continues a stack trace (a frame, `... n more`, or a cause).
+fn in_a_trace(line: &str) -> bool {
+    line.starts_with(char::is_whitespace) || line.starts_with("Caused by")
 }
 
 /// The defects recognised.
-const KNOWN: &[KnownDefect] = &[KnownDefect {
-    id: "ZOOKEEPER-4394",
-    what: "a follower's DIFF sync failed (NullPointerException in Learner.syncWithLeader) \
-           and its replica may have diverged",
-    first: "java.lang.NullPointerException",
-    then: "at org.apache.zookeeper.server.quorum.Learner.syncWithLeader(",
-}];
+const KNOWN: &[KnownDefect] = &[
+    KnownDefect {
+        id: "ZOOKEEPER-4394",
+        what: "a follower's DIFF sync failed (NullPointerException in Learner.syncWithLeader) \
+               and its replica may have diverged",
+        first: "java.lang.NullPointerException",
+        then: Then::NextLine("at org.apache.zookeeper.server.quorum.Learner.syncWithLeader("),
+    },
+    // Found by stampede (docs/findings/2026-11-29-half-read-snapshot.md): FileSnap reads the
+    // next older snapshot into the same DataTree, whose deserialize clears the nodes but not
+    // the ephemeral owners read from the damaged one; a bit flipped in an owner makes a
+    // persistent znode look ephemeral, and a server that then leads deletes it as a dead
+    // session's, on its own replica only.
+    KnownDefect {
+        id: "half-read-snapshot (unreported)",
+        what: "a snapshot failed to load part-way and an older one was loaded; the ephemeral \
+               owners read from the damaged one stay, and the server deletes those znodes, \
+               unreplicated, when it next leads",
+        first: "problem reading snap file",
+        then: Then::InRecord(&[
+            "at org.apache.zookeeper.server.DataTree.deserialize(",
+            "at org.apache.zookeeper.server.persistence.SnapStream.checkSealIntegrity(",
+        ]),
+    },
+];
 
 /// A known defect seen in one node's log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sighting {
-    /// The defect's upstream issue, e.g. `ZOOKEEPER-4394`.
+    /// The defect's upstream issue, e.g. `ZOOKEEPER-4394`, or stampede's name for it.
     pub id: String,
     /// The node whose log shows it.
     pub node: String,
@@ -45,9 +96,8 @@ pub fn sightings(logs: &[(String, String)]) -> Vec<Sighting> {
     for defect in KNOWN {
         for (node, text) in logs {
             let lines: Vec<&str> = text.lines().collect();
-            let count = lines
-                .windows(2)
-                .filter(|w| w[0].contains(defect.first) && w[1].trim().starts_with(defect.then))
+            let count = (0..lines.len())
+                .filter(|&i| lines[i].contains(defect.first) && defect.then.holds(&lines[i + 1..]))
                 .count();
             if count > 0 {
                 found.push(Sighting {
@@ -92,6 +142,13 @@ mod tests {
         java.lang.NullPointerException\n\
         \tat org.apache.zookeeper.server.quorum.Learner.syncWithLeader(Learner.java:616)\n";
 
+    /// Each sighting as (defect, node, count).
+    fn by_node(seen: &[Sighting]) -> Vec<(&str, &str, usize)> {
+        seen.iter()
+            .map(|s| (s.id.as_str(), s.node.as_str(), s.count))
+            .collect()
+    }
+
     #[test]
     fn the_sync_npe_is_recognised_on_the_node_whose_log_shows_it() {
         let logs = vec![
@@ -100,10 +157,7 @@ mod tests {
             ("n3".to_string(), OLDER_JVM.to_string()),
         ];
         let seen = sightings(&logs);
-        let found: Vec<(&str, &str, usize)> = seen
-            .iter()
-            .map(|s| (s.id.as_str(), s.node.as_str(), s.count))
-            .collect();
+        let found = by_node(&seen);
         assert_eq!(
             found,
             [("ZOOKEEPER-4394", "n2", 2), ("ZOOKEEPER-4394", "n3", 1)]
@@ -114,6 +168,53 @@ mod tests {
             "{line}"
         );
         assert_eq!(line.matches("ZOOKEEPER-4394").count(), 1, "{line}");
+    }
+
+    /// What ZooKeeper 3.8.0 wrote when it fell back from a snapshot it had half read (run of
+    /// 2026-11-29, docs/findings/2026-11-29-half-read-snapshot.md), cut to its first frames.
+    const HALF_READ: &str = "2026-11-29 11:52:32,144 [myid:2] - INFO  [main:FileSnap@85] - Reading snapshot /d/version-2/snapshot.200000298\n\
+        2026-11-29 11:52:32,147 [myid:2] - WARN  [main:FileSnap@105] - problem reading snap file /d/version-2/snapshot.200000298\n\
+        java.io.IOException: Unreasonable length = 842411313\n\
+        \tat org.apache.jute.BinaryInputArchive.checkLength(BinaryInputArchive.java:166)\n\
+        \tat org.apache.jute.BinaryInputArchive.readString(BinaryInputArchive.java:116)\n\
+        \tat org.apache.zookeeper.server.DataTree.deserialize(DataTree.java:1409)\n\
+        \tat org.apache.zookeeper.server.util.SerializeUtils.deserializeSnapshot(SerializeUtils.java:161)\n\
+        2026-11-29 11:52:32,148 [myid:2] - INFO  [main:FileSnap@85] - Reading snapshot /d/version-2/snapshot.20000025d\n";
+
+    /// The same when the tree was read whole and the checksum after it failed.
+    const BAD_CHECKSUM: &str = "2026-11-29 11:52:32,147 [myid:3] - WARN  [main:FileSnap@105] - problem reading snap file /d/version-2/snapshot.10000022a\n\
+        java.io.IOException: CRC corruption\n\
+        \tat org.apache.zookeeper.server.persistence.SnapStream.checkSealIntegrity(SnapStream.java:178)\n\
+        \tat org.apache.zookeeper.server.persistence.FileSnap.deserialize(FileSnap.java:91)\n";
+
+    #[test]
+    fn a_snapshot_read_part_way_or_whole_then_refused_is_recognised() {
+        let logs = vec![
+            ("n1".to_string(), BAD_CHECKSUM.to_string()),
+            ("n2".to_string(), HALF_READ.to_string()),
+        ];
+        let seen = sightings(&logs);
+        let found = by_node(&seen);
+        let id = "half-read-snapshot (unreported)";
+        assert_eq!(found, [(id, "n1", 1), (id, "n2", 1)]);
+        let line = describe(&seen).unwrap();
+        assert!(
+            line.starts_with(&format!("server logs: {id} on n1, n2 (a snapshot failed")),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_refused_before_its_tree_is_read_is_not_a_sighting() {
+        // Refused on its header: nothing of it reached the tree. The frame of a later record
+        // does not belong to this one.
+        let header = "2026-11-29 11:52:32,147 [myid:2] - WARN  [main:FileSnap@105] - problem reading snap file /d/snapshot.5\n\
+            java.io.IOException: mismatching magic headers 0 !=  1514885966\n\
+            \tat org.apache.zookeeper.server.persistence.FileSnap.deserialize(FileSnap.java:140)\n\
+            2026-11-29 11:52:33,000 [myid:2] - WARN  [main:Other@1] - something else\n\
+            \tat org.apache.zookeeper.server.DataTree.deserialize(DataTree.java:1409)\n";
+        let logs = vec![("n2".to_string(), header.to_string())];
+        assert_eq!(sightings(&logs), []);
     }
 
     #[test]
