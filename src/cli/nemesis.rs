@@ -65,7 +65,8 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     };
     spec.validate(false, Some(&aim))
         .map_err(|(field, e)| anyhow::anyhow!("--{field}: {e}"))?;
-    let fault = nemesis::build(&spec, control.clone(), db.clone(), None)?;
+    let dice = nemesis::Dice::seeded(rand::random());
+    let fault = nemesis::build(&spec, control.clone(), db.clone(), None, dice)?;
     // A signal cuts the wait short, never the start or the stop: the fault is stopped (and
     // everything healed) only once its start is over.
     let (cancel, mut cancelled) = tokio::sync::watch::channel(false);

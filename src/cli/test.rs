@@ -73,6 +73,12 @@ pub struct TestArgs {
     /// `recipes.png` of them all into `results/sweep-<time>/`.
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub(super) contenders: Vec<u64>,
+    /// The seed of the run's random choices: which nodes each fault hits, how a partition
+    /// splits them, a random mix's next fault, and the workloads' keys, values and operation
+    /// mix (default: drawn at random; `test.yaml` records it). The same seed makes the same
+    /// choices again; the servers' timing, and so the history, still differ.
+    #[arg(long)]
+    pub(super) seed: Option<u64>,
     #[command(flatten)]
     pub(super) targets: TargetArgs,
     #[command(flatten)]
@@ -99,6 +105,7 @@ impl TestArgs {
             cluster_nodes: CLUSTER_NODES,
             keep_db: false,
             contenders: Vec::new(),
+            seed: None,
             targets,
             db,
         }
@@ -211,6 +218,7 @@ struct Plan {
     control: Control,
     db: Arc<dyn Db>,
     nemeses: Vec<Arc<dyn nemesis::Nemesis>>,
+    seed: u64,
 }
 
 /// Reads and checks the workload files, the nemesis package and the nodes (making the local
@@ -227,18 +235,21 @@ fn plan(args: &TestArgs) -> anyhow::Result<Plan> {
     let db: Arc<dyn Db> = choice
         .build(&args.targets, control.nodes().to_vec())?
         .into();
-    Plan::assemble(files, (nemesis_path, nemesis_config), control, db)
+    let seed = args.seed.unwrap_or_else(rand::random);
+    Plan::assemble(files, (nemesis_path, nemesis_config), control, db, seed)
 }
 
 impl Plan {
     /// The plan of `files` under the nemesis package `nemesis` (its path and contents) on the
     /// nodes of `control` running `db`: the database prepared for the package, the package's
-    /// targets checked against the nodes, and its nemeses built.
+    /// targets checked against the nodes, and its nemeses built, their random choices drawn
+    /// from `seed`.
     fn assemble(
         files: Vec<Loaded>,
         nemesis: (PathBuf, nemesis::NemesisConfig),
         control: Control,
         db: Arc<dyn Db>,
+        seed: u64,
     ) -> anyhow::Result<Plan> {
         let (nemesis_path, nemesis_config) = nemesis;
         let holder_op = files.iter().find_map(|l| l.workload.holder_op());
@@ -250,7 +261,8 @@ impl Plan {
         };
         nemesis_config.check(&nemesis_path, holders, Some(&aim))?;
         let holder = Arc::new(HistoryHolder::new(holder_op));
-        let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()))?;
+        let dice = nemesis::Dice::seeded(seed);
+        let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()), &dice)?;
         Ok(Plan {
             files,
             nemesis_path,
@@ -260,6 +272,7 @@ impl Plan {
             control,
             db,
             nemeses,
+            seed,
         })
     }
 }
@@ -304,6 +317,7 @@ fn open(plan: Plan, args: &TestArgs, progress: Progress) -> anyhow::Result<Test>
             workload: file.with_settings(workload.settings()),
             nemesis: plan.nemesis_config.clone(),
             together: others,
+            seed: Some(plan.seed),
         };
         folder.write_config(&config)?;
         let shown = progress.clone();
@@ -332,6 +346,7 @@ fn open(plan: Plan, args: &TestArgs, progress: Progress) -> anyhow::Result<Test>
         control: plan.control,
         db: plan.db,
         nemeses: plan.nemeses,
+        seed: plan.seed,
         progress,
     })
 }

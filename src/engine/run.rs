@@ -31,6 +31,9 @@ pub struct Test {
     pub db: Arc<dyn Db>,
     /// The nemesis package's faults.
     pub nemeses: Vec<Arc<dyn nemesis::Nemesis>>,
+    /// The seed of the run's random choices: the faults' (drawn when they were built) and,
+    /// split from it, each workload's.
+    pub seed: u64,
     /// The progress line, moved from phase to phase.
     pub progress: Progress,
 }
@@ -146,9 +149,11 @@ async fn phases(test: &Test, interrupts: &Interrupts) -> Result<Phases, String> 
     let (control, db) = (&test.control, test.db.as_ref());
     test.progress.set_phase(Phase::Setup);
     eprintln!(
-        "setting up {} on {} nodes",
+        "setting up {} on {} nodes (seed {}: `--seed {}` makes this run's random choices again)",
         db.name(),
-        control.nodes().len()
+        control.nodes().len(),
+        test.seed,
+        test.seed
     );
     match interrupts.unless(db.setup(control)).await {
         Err(signal) => return Err(format!("interrupted by {signal} during setup")),
@@ -238,8 +243,10 @@ async fn run_members(
     endpoints: &[NodeEndpoint],
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<anyhow::Result<Ran>>> {
-    let target = |member: &Member, faults: Faults| Target {
+    let seeds = nemesis::Dice::seeded(test.seed);
+    let target = |(i, member): (usize, &Member), faults: Faults| Target {
         run_id: member.run_id.clone(),
+        seed: seeds.split(i as u64).roll(rand::Rng::gen),
         endpoints: endpoints.to_vec(),
         faults,
         recorder: member.recorder.clone(),
@@ -247,14 +254,20 @@ async fn run_members(
     };
     if let [member] = test.members.as_slice() {
         let faults = test.nemeses.clone().into();
-        return Ok(vec![member.workload.run(target(member, faults)).await]);
+        return Ok(vec![member.workload.run(target((0, member), faults)).await]);
     }
     let (schedule, handles) = SharedSchedule::new(test.nemeses.clone(), test.members.len());
     let runs = test
         .members
         .iter()
+        .enumerate()
         .zip(handles)
-        .map(|(member, handle)| member.workload.run(target(member, Faults::Shared(handle))));
+        .map(|(member, handle)| {
+            member
+                .1
+                .workload
+                .run(target(member, Faults::Shared(handle)))
+        });
     let shared = schedule.run(&test.members[0].file.generator, cancel.clone());
     let ((), ran) = tokio::join!(shared, futures::future::join_all(runs));
     Ok(ran)

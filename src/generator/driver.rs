@@ -34,6 +34,8 @@ pub struct DriverRun<C> {
 pub struct Target {
     /// The test run's id: one znode name under `/stampede`.
     pub run_id: String,
+    /// The seed of the workload's own random choices (keys, values, the operation mix).
+    pub seed: u64,
     /// The ZooKeeper servers.
     pub endpoints: Vec<NodeEndpoint>,
     /// The faults: started and stopped in turn by the run's own schedule, or by one shared
@@ -69,6 +71,8 @@ where
         faults,
         recorder,
         cancel,
+        // The recipes' drivers draw nothing at random but their own timing.
+        seed: _,
     } = target;
     let driving = recorder.clone();
     with_faults(gen, faults, recorder, cancel, |cancel, run_for| {

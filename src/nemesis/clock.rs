@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
 use super::package::FaultConfig;
-use super::target::Target;
+use super::target::SeededTarget;
 use super::Nemesis;
 use crate::config::Duration;
 use crate::control::shell::quote;
@@ -240,7 +240,7 @@ pub async fn reset_all(control: &Control, db: &dyn Db) -> anyhow::Result<()> {
 pub struct ClockNemesis {
     control: Control,
     db: Arc<dyn Db>,
-    target: Target,
+    target: SeededTarget,
     cfg: ClockConfig,
     strobe: Mutex<Option<JoinHandle<()>>>,
 }
@@ -250,7 +250,7 @@ impl ClockNemesis {
     pub fn new(
         control: Control,
         db: Arc<dyn Db>,
-        target: Target,
+        target: SeededTarget,
         cfg: ClockConfig,
     ) -> ClockNemesis {
         ClockNemesis {

@@ -24,7 +24,7 @@ use serde_json::json;
 
 use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
 use super::package::FaultConfig;
-use super::target::Target;
+use super::target::SeededTarget;
 use super::{agent, Nemesis};
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
@@ -326,7 +326,7 @@ pub(super) async fn watch(
 pub struct CorruptNemesis {
     control: Control,
     db: Arc<dyn Db>,
-    target: Target,
+    target: SeededTarget,
     cfg: CorruptConfig,
     hit: Mutex<Vec<Node>>,
 }
@@ -336,7 +336,7 @@ impl CorruptNemesis {
     pub fn new(
         control: Control,
         db: Arc<dyn Db>,
-        target: Target,
+        target: SeededTarget,
         cfg: CorruptConfig,
     ) -> CorruptNemesis {
         CorruptNemesis {

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::dice::Dice;
 use super::package::{Aim, FaultConfig};
-use super::target::Target;
+use super::target::{SeededTarget, Target};
 use super::trigger::Triggered;
 use super::{HolderView, Nemesis};
 use crate::control::{Control, Node};
@@ -31,6 +32,8 @@ pub struct Parts {
     pub db: Arc<dyn Db>,
     /// Who holds a lock or leads, for workloads that have holders.
     pub holder: Option<Arc<dyn HolderView>>,
+    /// The fault's random choices (its targets' picks among them).
+    pub dice: Dice,
 }
 
 /// When in the heal of one node a kind's own heal runs. Machines come first (every other heal
@@ -221,13 +224,13 @@ pub fn settings<T: serde::de::DeserializeOwned + Default>(
 pub fn aimed<T, N>(
     fault: &FaultConfig,
     parts: Parts,
-    make: impl FnOnce(Control, Arc<dyn Db>, Target, T) -> anyhow::Result<N>,
+    make: impl FnOnce(Control, Arc<dyn Db>, SeededTarget, T) -> anyhow::Result<N>,
 ) -> anyhow::Result<Arc<dyn Nemesis>>
 where
     T: serde::de::DeserializeOwned + Default,
     N: Nemesis + 'static,
 {
     let settings = settings(fault).map_err(|(field, why)| anyhow::anyhow!("{field}: {why}"))?;
-    let target = node_target(fault)?;
+    let target = SeededTarget::new(node_target(fault)?, parts.dice);
     Ok(Arc::new(make(parts.control, parts.db, target, settings)?))
 }

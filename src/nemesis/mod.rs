@@ -3,6 +3,7 @@
 mod agent;
 mod clock;
 pub mod corrupt;
+mod dice;
 mod grudge;
 mod heal;
 mod interrupts;
@@ -27,6 +28,7 @@ pub mod trigger_agent;
 use anyhow::Context;
 use std::sync::Arc;
 
+pub use dice::Dice;
 pub use heal::{guarded, heal, heal_all, panicked, Ending, OnSignal, Restart};
 pub use interrupts::Interrupts;
 pub use kind::{FaultKind, HealStage, SHARED_COLOUR};
@@ -82,17 +84,18 @@ pub fn kind(name: &str) -> Option<&'static dyn FaultKind> {
 
 /// Builds the nemesis a fault describes, through its kind (a fault with a trigger through the
 /// trigger's nemesis). `holder` tells who holds a lock or leads, for the partition target
-/// `holder`.
+/// `holder`; `dice` make the fault's random choices.
 pub fn build(
     fault: &FaultConfig,
     control: Control,
     db: Arc<dyn Db>,
     holder: Option<Arc<dyn HolderView>>,
+    dice: Dice,
 ) -> anyhow::Result<Arc<dyn Nemesis>> {
     let entry = fault.entry().map_err(|(_, why)| anyhow::anyhow!(why))?;
     if let Some(trigger) = &fault.trigger {
         let action = entry.triggered().context("this kind takes no trigger")?;
-        let target = kind::node_target(fault)?;
+        let target = target::SeededTarget::new(kind::node_target(fault)?, dice);
         return Ok(Arc::new(trigger::TriggeredNemesis::new(
             control,
             db,
@@ -104,6 +107,7 @@ pub fn build(
         control,
         db,
         holder,
+        dice,
     };
     entry.build(fault, parts)
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::grudge;
 use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
 use super::package::FaultConfig;
-use super::target::Target;
+use super::target::SeededTarget;
 use super::Nemesis;
 use crate::control::shell::quote;
 use crate::control::{Control, Node, Retry};
@@ -82,7 +82,7 @@ impl FaultKind for OneWayKind {
         Ok(Arc::new(OneWay {
             control: parts.control,
             db: parts.db,
-            target: kind::node_target(fault)?,
+            target: SeededTarget::new(kind::node_target(fault)?, parts.dice),
             active: Mutex::new(false),
         }))
     }
@@ -109,7 +109,7 @@ impl FaultKind for OneWayKind {
 struct OneWay {
     control: Control,
     db: Arc<dyn Db>,
-    target: Target,
+    target: SeededTarget,
     active: Mutex<bool>,
 }
 

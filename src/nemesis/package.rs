@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 
+use super::dice::Dice;
 use super::kind::{refuse, Checking, FaultKind, Refusal};
 use super::trigger::TriggerConfig;
 use super::{kind, HolderView, Nemesis, KINDS};
@@ -47,6 +48,7 @@ pub enum Order {
 struct RandomMix {
     faults: Vec<Arc<dyn Nemesis>>,
     next: std::sync::Mutex<usize>,
+    dice: Dice,
 }
 
 impl RandomMix {
@@ -72,8 +74,9 @@ impl Nemesis for RandomMix {
     async fn stop(&self) -> anyhow::Result<serde_json::Value> {
         let fault = self.current().clone();
         let healed = fault.stop().await;
+        let n = self.faults.len();
         *self.next.lock().unwrap_or_else(|p| p.into_inner()) =
-            rand::thread_rng().gen_range(0..self.faults.len());
+            self.dice.roll(|rng| rng.gen_range(0..n));
         healed
     }
 }
@@ -298,20 +301,24 @@ impl NemesisConfig {
         Ok(())
     }
 
-    /// Builds the package's nemeses; an error names the fault that is wrong.
+    /// Builds the package's nemeses, each fault drawing its random choices from dice of its
+    /// own split from `dice`; an error names the fault that is wrong.
     pub fn build(
         &self,
         control: &Control,
         db: Arc<dyn Db>,
         holder: Option<Arc<dyn HolderView>>,
+        dice: &Dice,
     ) -> anyhow::Result<Vec<Arc<dyn Nemesis>>> {
-        let faults = self.build_faults(control, db, holder)?;
+        let faults = self.build_faults(control, db, holder, dice)?;
         Ok(match self.order {
             Order::Random if faults.len() > 1 => {
-                let first = rand::thread_rng().gen_range(0..faults.len());
+                let dice = dice.split(u64::MAX);
+                let first = dice.roll(|rng| rng.gen_range(0..faults.len()));
                 vec![Arc::new(RandomMix {
                     faults,
                     next: std::sync::Mutex::new(first),
+                    dice,
                 })]
             }
             _ => faults,
@@ -323,12 +330,14 @@ impl NemesisConfig {
         control: &Control,
         db: Arc<dyn Db>,
         holder: Option<Arc<dyn HolderView>>,
+        dice: &Dice,
     ) -> anyhow::Result<Vec<Arc<dyn Nemesis>>> {
         self.faults
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                super::build(f, control.clone(), db.clone(), holder.clone())
+                let dice = dice.split(i as u64);
+                super::build(f, control.clone(), db.clone(), holder.clone(), dice)
                     .with_context(|| format!("faults[{i}] ({} on {})", f.kind, f.target))
             })
             .collect()
@@ -386,7 +395,7 @@ mod tests {
             let cfg = load(&path, true, Some(&aim)).unwrap_or_else(|e| panic!("{e:#}"));
             if cfg.faults.iter().any(|f| f.kind == "power-loss") {
                 let refused = cfg
-                    .build(&control, db.clone(), None)
+                    .build(&control, db.clone(), None, &Dice::seeded(1))
                     .err()
                     .map(|e| format!("{e:#}"));
                 assert!(
@@ -398,7 +407,7 @@ mod tests {
                 continue;
             }
             let built = cfg
-                .build(&control, db.clone(), None)
+                .build(&control, db.clone(), None, &Dice::seeded(1))
                 .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
             let expected = if cfg.order == Order::Random && cfg.faults.len() > 1 {
                 1
@@ -429,7 +438,7 @@ mod tests {
         };
         let db: Arc<dyn Db> = Arc::new(ZooKeeper::new(ZkConfig::default(), nodes.clone()));
         let err = cfg
-            .build(&Control::new(nodes, opts), db, None)
+            .build(&Control::new(nodes, opts), db, None, &Dice::seeded(1))
             .err()
             .expect("flood is no fault");
         assert!(
@@ -667,6 +676,7 @@ mod tests {
         let mix = RandomMix {
             faults,
             next: std::sync::Mutex::new(0),
+            dice: Dice::seeded(1),
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()

@@ -12,7 +12,7 @@ use super::agent;
 use super::grudge::{self, Shape};
 use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
 use super::package::FaultConfig;
-use super::target::Target;
+use super::target::SeededTarget;
 use super::Nemesis;
 use crate::config::Duration;
 use crate::control::shell::quote;
@@ -254,7 +254,7 @@ fn shape_towards(slow: &[&Node], args: &str) -> String {
 pub struct PacketNemesis {
     control: Control,
     db: Arc<dyn Db>,
-    target: Target,
+    target: SeededTarget,
     netem: NetemConfig,
     active: Mutex<bool>,
 }
@@ -265,7 +265,7 @@ impl PacketNemesis {
     pub fn new(
         control: Control,
         db: Arc<dyn Db>,
-        target: Target,
+        target: SeededTarget,
         netem: NetemConfig,
     ) -> anyhow::Result<PacketNemesis> {
         netem.netem_args()?;
@@ -287,7 +287,8 @@ impl PacketNemesis {
         let nodes = self.control.nodes();
         if self.netem.slow_partition {
             let names = grudge::between_servers(self.db.as_ref(), nodes, "a slow partition")?;
-            let grudge = grudge::compute(&Shape::Halves, &names, &mut rand::thread_rng());
+            let halves = |rng: &mut _| grudge::compute(&Shape::Halves, &names, rng);
+            let grudge = self.target.dice().roll(halves);
             let plan = grudge
                 .iter()
                 .filter(|(_, slow)| !slow.is_empty())

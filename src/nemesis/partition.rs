@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use serde_json::json;
 
+use super::dice::Dice;
 use super::grudge::{self, Grudge, Shape};
 use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
 use super::package::FaultConfig;
@@ -71,7 +72,12 @@ impl FaultKind for PartitionKind {
             )?),
             text => PartitionSpec::parse(text)?,
         };
-        Ok(Arc::new(Partition::new(parts.control, parts.db, spec)))
+        Ok(Arc::new(Partition::new(
+            parts.control,
+            parts.db,
+            spec,
+            parts.dice,
+        )))
     }
 
     /// The nodes it cut off (`nodes`), or in older records its `grudge`.
@@ -151,6 +157,7 @@ pub struct Partition {
     control: Control,
     db: Arc<dyn Db>,
     spec: PartitionSpec,
+    dice: Dice,
     active: Mutex<Option<Grudge>>,
 }
 
@@ -168,12 +175,13 @@ impl std::fmt::Display for PartitionSpec {
 }
 
 impl Partition {
-    /// A partition of `control`'s nodes shaped by `spec`.
-    pub fn new(control: Control, db: Arc<dyn Db>, spec: PartitionSpec) -> Partition {
+    /// A partition of `control`'s nodes shaped by `spec`, its random choices drawn from `dice`.
+    pub fn new(control: Control, db: Arc<dyn Db>, spec: PartitionSpec, dice: Dice) -> Partition {
         Partition {
             control,
             db,
             spec,
+            dice,
             active: Mutex::new(None),
         }
     }
@@ -186,7 +194,9 @@ impl Partition {
         let shape = match &self.spec {
             PartitionSpec::Shape(shape) => shape.clone(),
             PartitionSpec::Isolate(target) => {
-                let cut = target.pick(nodes, self.db.as_ref()).await?;
+                let cut = target
+                    .pick_with(nodes, self.db.as_ref(), &self.dice)
+                    .await?;
                 Shape::Isolate(cut.into_iter().map(|n| n.name).collect())
             }
             PartitionSpec::IsolateHolder(view) => match view.holder_node() {
@@ -198,7 +208,7 @@ impl Partition {
                 None => anyhow::bail!("target holder: no client holds the lock or leads right now"),
             },
         };
-        Ok(grudge::compute(&shape, &names, &mut rand::thread_rng()))
+        Ok(self.dice.roll(|rng| grudge::compute(&shape, &names, rng)))
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::json;
 use super::corrupt::watch;
 use super::kind::{self, FaultKind, HealStage, Healed, Parts};
 use super::package::FaultConfig;
-use super::target::Target;
+use super::target::SeededTarget;
 use super::Nemesis;
 use crate::cluster::vm;
 use crate::control::{Control, Node};
@@ -51,14 +51,18 @@ impl FaultKind for PowerLossKind {
 pub struct PowerLoss {
     control: Control,
     db: Arc<dyn Db>,
-    target: Target,
+    target: SeededTarget,
     hit: Mutex<Vec<Node>>,
 }
 
 impl PowerLoss {
     /// A power loss of the guests `target` picks at each start; an error names a node that
     /// is not a guest of `stampede vm up` on this machine.
-    pub fn new(control: Control, db: Arc<dyn Db>, target: Target) -> anyhow::Result<PowerLoss> {
+    pub fn new(
+        control: Control,
+        db: Arc<dyn Db>,
+        target: SeededTarget,
+    ) -> anyhow::Result<PowerLoss> {
         if let Some(node) = control.nodes().iter().find(|n| !vm::is_guest(&n.host)) {
             anyhow::bail!(
                 "node {} ({}) is not a guest of `stampede vm up` on this machine: only those can lose power",

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::kind::{self, FaultKind, HealStage, Healed, Parts};
 use super::package::FaultConfig;
-use super::target::Target;
+use super::target::SeededTarget;
 use super::trigger::Triggered;
 use super::Nemesis;
 use crate::control::{Control, Node};
@@ -93,7 +93,7 @@ pub struct ProcessNemesis {
     control: Control,
     db: Arc<dyn Db>,
     fault: ProcessFault,
-    target: Target,
+    target: SeededTarget,
     hit: Mutex<Vec<Node>>,
 }
 
@@ -103,7 +103,7 @@ impl ProcessNemesis {
         control: Control,
         db: Arc<dyn Db>,
         fault: ProcessFault,
-        target: Target,
+        target: SeededTarget,
     ) -> ProcessNemesis {
         ProcessNemesis {
             control,

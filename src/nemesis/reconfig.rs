@@ -17,7 +17,7 @@ use zookeeper_client::{Client, EnsembleUpdate};
 
 use super::kind::{self, refuse, Checking, FaultKind, Parts, Refusal};
 use super::package::FaultConfig;
-use super::target::Target;
+use super::target::{SeededTarget, Target};
 use super::{Nemesis, Restart};
 use crate::control::{Control, Node, Retry};
 use crate::db::Db;
@@ -394,7 +394,7 @@ async fn is_marked(control: &Control, node: &Node) -> anyhow::Result<bool> {
 pub struct ReconfigNemesis {
     control: Control,
     db: Arc<dyn Db>,
-    target: Target,
+    target: SeededTarget,
     cfg: ReconfigConfig,
     /// Whether a start marked the nodes, so that the stop has a membership to restore.
     marked: std::sync::atomic::AtomicBool,
@@ -405,7 +405,7 @@ impl ReconfigNemesis {
     pub fn new(
         control: Control,
         db: Arc<dyn Db>,
-        target: Target,
+        target: SeededTarget,
         cfg: ReconfigConfig,
     ) -> ReconfigNemesis {
         ReconfigNemesis {

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::corrupt::{watch, WATCH};
 use super::kind::{self, FaultKind, Parts};
 use super::package::FaultConfig;
-use super::target::Target;
+use super::target::SeededTarget;
 use super::Nemesis;
 use crate::config::Duration;
 use crate::control::{Control, Node};
@@ -67,7 +67,7 @@ impl Default for RestartConfig {
 pub struct RestartNemesis {
     control: Control,
     db: Arc<dyn Db>,
-    target: Target,
+    target: SeededTarget,
     cfg: RestartConfig,
     hit: Mutex<Vec<Node>>,
 }
@@ -77,7 +77,7 @@ impl RestartNemesis {
     pub fn new(
         control: Control,
         db: Arc<dyn Db>,
-        target: Target,
+        target: SeededTarget,
         cfg: RestartConfig,
     ) -> RestartNemesis {
         RestartNemesis {

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::dice::Dice;
 use super::kind::{refuse, Checking, FaultKind, Parts, Refusal};
 use super::package::{Aim, FaultConfig};
 use super::{HolderView, Nemesis};
@@ -55,6 +56,7 @@ impl FaultKind for SequenceKind {
             &parts.control,
             parts.db,
             parts.holder,
+            &parts.dice,
         )?))
     }
 
@@ -182,6 +184,7 @@ impl Sequence {
         control: &Control,
         db: Arc<dyn Db>,
         holder: Option<Arc<dyn HolderView>>,
+        dice: &Dice,
     ) -> anyhow::Result<Sequence> {
         let built = steps
             .iter()
@@ -192,8 +195,14 @@ impl Sequence {
                     Step::Heal(h) => Built::Heal(h.heal),
                     Step::UntilFired(u) => Built::UntilFired(u.until_fired, u.within.0),
                     Step::Fault(f) => Built::Fault(
-                        super::build(f, control.clone(), db.clone(), holder.clone())
-                            .map_err(|e| anyhow::anyhow!("steps[{i}]: {e:#}"))?,
+                        super::build(
+                            f,
+                            control.clone(),
+                            db.clone(),
+                            holder.clone(),
+                            dice.split(i as u64),
+                        )
+                        .map_err(|e| anyhow::anyhow!("steps[{i}]: {e:#}"))?,
                     ),
                 })
             })

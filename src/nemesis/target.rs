@@ -6,6 +6,7 @@ use std::str::FromStr;
 use anyhow::bail;
 use rand::seq::SliceRandom;
 
+use super::dice::Dice;
 use crate::control::{Control, Node};
 use crate::db::{self, Db};
 
@@ -109,43 +110,19 @@ impl Target {
     pub const WORDS: [&'static str; 6] =
         ["one", "minority", "majority", "all", "leader", "follower"];
 
-    /// Picks as [`pick`](Self::pick) does, then keeps the nodes whose server is running (a
-    /// fault does nothing to one that is not); an error when none is, naming the picked nodes
-    /// and the fault's `action` (`kill`, `corrupt`, …).
-    pub async fn pick_running(
-        &self,
-        control: &Control,
-        db: &dyn Db,
-        action: &str,
-    ) -> anyhow::Result<Vec<Node>> {
-        let picked = self.pick(control.nodes(), db).await?;
-        let running = picked.iter().map(|node| async move {
-            db.is_running(control, node)
-                .await
-                .map(|up| up.then(|| node.clone()))
-        });
-        let mut nodes = Vec::new();
-        for result in futures::future::join_all(running).await {
-            nodes.extend(result?);
-        }
-        let names: Vec<&str> = picked.iter().map(|n| n.name.as_str()).collect();
-        anyhow::ensure!(
-            !nodes.is_empty(),
-            "no {} server was running on {} to {action}",
-            db.name(),
-            names.join(", ")
-        );
-        Ok(nodes)
-    }
-
     /// Picks among the nodes running the database, asking it for the leader where needed (a
-    /// lone standalone server counts as the leader).
-    pub async fn pick(&self, nodes: &[Node], db: &dyn Db) -> anyhow::Result<Vec<Node>> {
+    /// lone standalone server counts as the leader); a random choice is drawn from `dice`.
+    pub async fn pick_with(
+        &self,
+        nodes: &[Node],
+        db: &dyn Db,
+        dice: &Dice,
+    ) -> anyhow::Result<Vec<Node>> {
         let servers = db::servers(db, nodes);
         anyhow::ensure!(!servers.is_empty(), "no node runs {}", db.name());
         let nodes = servers.as_slice();
         let mut shuffled = nodes.to_vec();
-        shuffled.shuffle(&mut rand::thread_rng());
+        dice.roll(|rng| shuffled.shuffle(rng));
         let n = nodes.len();
         Ok(match self {
             Target::One => shuffled[..1.min(n)].to_vec(),
@@ -183,5 +160,64 @@ impl Target {
                 }
             },
         })
+    }
+}
+
+/// A fault's target with the dice it picks its nodes with.
+#[derive(Debug, Clone)]
+pub struct SeededTarget {
+    target: Target,
+    dice: Dice,
+}
+
+impl SeededTarget {
+    /// `target`, picking with `dice`.
+    pub fn new(target: Target, dice: Dice) -> SeededTarget {
+        SeededTarget { target, dice }
+    }
+
+    /// The dice it picks with (for a fault's other random choices).
+    pub fn dice(&self) -> &Dice {
+        &self.dice
+    }
+
+    /// Picks as [`Target::pick_with`] does, with these dice.
+    pub async fn pick(&self, nodes: &[Node], db: &dyn Db) -> anyhow::Result<Vec<Node>> {
+        self.target.pick_with(nodes, db, &self.dice).await
+    }
+
+    /// Picks as [`pick`](Self::pick) does, then keeps the nodes whose server is running (a
+    /// fault does nothing to one that is not); an error when none is, naming the picked nodes
+    /// and the fault's `action` (`kill`, `corrupt`, …).
+    pub async fn pick_running(
+        &self,
+        control: &Control,
+        db: &dyn Db,
+        action: &str,
+    ) -> anyhow::Result<Vec<Node>> {
+        let picked = self.pick(control.nodes(), db).await?;
+        let running = picked.iter().map(|node| async move {
+            db.is_running(control, node)
+                .await
+                .map(|up| up.then(|| node.clone()))
+        });
+        let mut nodes = Vec::new();
+        for result in futures::future::join_all(running).await {
+            nodes.extend(result?);
+        }
+        let names: Vec<&str> = picked.iter().map(|n| n.name.as_str()).collect();
+        anyhow::ensure!(
+            !nodes.is_empty(),
+            "no {} server was running on {} to {action}",
+            db.name(),
+            names.join(", ")
+        );
+        Ok(nodes)
+    }
+}
+
+impl fmt::Display for SeededTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.target.fmt(f)
     }
 }

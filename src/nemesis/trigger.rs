@@ -17,7 +17,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::target::Target;
+use super::target::SeededTarget;
 use super::trigger_agent::Fired;
 use super::Nemesis;
 use super::{agent, lazyfs, partition};
@@ -166,7 +166,7 @@ pub struct TriggeredNemesis {
     control: Control,
     db: Arc<dyn Db>,
     /// What is done, and to which servers.
-    aim: (Triggered, Target),
+    aim: (Triggered, SeededTarget),
     trigger: TriggerConfig,
     armed: Mutex<Vec<Node>>,
 }
@@ -176,7 +176,7 @@ impl TriggeredNemesis {
     pub fn new(
         control: Control,
         db: Arc<dyn Db>,
-        aim: (Triggered, Target),
+        aim: (Triggered, SeededTarget),
         trigger: TriggerConfig,
     ) -> anyhow::Result<TriggeredNemesis> {
         let check = trigger.check(aim.0.kind());

@@ -28,6 +28,10 @@ pub struct TestConfig {
     /// database at the same time, under the same nemesis schedule (empty for a run alone).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub together: Vec<String>,
+    /// The seed of the run's random choices (`stampede test --seed` makes them again); none
+    /// in runs recorded before seeds were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl TestConfig {

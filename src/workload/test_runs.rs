@@ -73,6 +73,7 @@ where
     let (_keep, cancel) = watch::channel(false);
     let target = Target {
         run_id: run_id.to_string(),
+        seed: 7,
         endpoints,
         faults: nemeses.into(),
         recorder: recorder.clone(),

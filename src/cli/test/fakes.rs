@@ -13,6 +13,10 @@ use crate::control::test_nodes;
 use crate::db::fake::FakeDb;
 use crate::workload::fake::FakeWrites;
 
+/// The seed of a fake run's random choices when its flags give none: every fake run makes
+/// the same choices, and a failing one replays.
+const FAKE_SEED: u64 = 1;
+
 /// `stampede test` with `flags`, its results under `results`.
 fn args(flags: &[impl AsRef<str>], results: &Path) -> TestArgs {
     #[derive(clap::Parser)]
@@ -47,6 +51,7 @@ fn plan_on(machines: &Arc<FakeMachines>, args: &TestArgs) -> anyhow::Result<Plan
         (nemesis_path, nemesis_config),
         control,
         Arc::new(FakeDb),
+        args.seed.unwrap_or(FAKE_SEED),
     )
 }
 
@@ -289,4 +294,51 @@ async fn a_failed_setup_aborts_the_run_and_leaves_the_nodes_clean() {
         "{line}"
     );
     assert_left_clean(&machines);
+}
+
+/// Each fault started in the run of `outcome`, in order: its kind and the nodes it hit.
+fn faults_started(outcome: &MemberOutcome) -> Vec<(String, serde_json::Value)> {
+    let history = std::fs::read_to_string(outcome.folder.join("history.jsonl")).unwrap();
+    history
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|op| op["process"] == "nemesis" && op["type"] == "info")
+        .filter_map(|op| {
+            let kind = op["f"].as_str()?.strip_prefix("start-")?.to_string();
+            Some((kind, op["value"]["nodes"].clone()))
+        })
+        .collect()
+}
+
+/// The faults a run of a random mix starts, and the nodes they hit, with `seed`.
+async fn choices_with(seed: u64) -> Vec<(String, serde_json::Value)> {
+    let machines = FakeMachines::new();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "order: random\nfaults:\n  - {kind: kill, target: one}\n  - {kind: pause, target: minority}\n";
+    let package = package(&dir, "mix", yaml);
+    let mut flags = scheduled(&package, "12s", "1s", "1s");
+    flags.extend(["--seed".into(), seed.to_string()]);
+    let (outcomes, _results) = run_on(&machines, &flags).await;
+    let started = faults_started(&outcomes[0]);
+    let config = std::fs::read_to_string(outcomes[0].folder.join("test.yaml")).unwrap();
+    assert!(config.contains(&format!("seed: {seed}")), "{config}");
+    assert_left_clean(&machines);
+    started
+}
+
+/// The seed decides the nemesis's choices (a random mix's next fault, the nodes each hits):
+/// the same seed makes the same ones, in the same order; other seeds make others.
+#[tokio::test(start_paused = true)]
+async fn the_same_seed_makes_the_same_fault_choices() {
+    let first = choices_with(42).await;
+    assert!(first.len() >= 4, "several faults started: {first:?}");
+    assert_eq!(choices_with(42).await, first);
+    let mut others = Vec::new();
+    for seed in 1..=3 {
+        others.push(choices_with(seed).await);
+    }
+    assert!(
+        others.iter().any(|o| *o != first),
+        "seeds 1 to 3 all chose as 42 did: {first:?}"
+    );
 }

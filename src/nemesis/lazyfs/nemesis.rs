@@ -10,7 +10,7 @@ use serde_json::json;
 use super::layer;
 use crate::control::{Control, Node};
 use crate::db::Db;
-use crate::nemesis::target::Target;
+use crate::nemesis::target::SeededTarget;
 use crate::nemesis::Nemesis;
 
 /// Power losses of the servers a target picks (they must run on the layer: see
@@ -18,13 +18,13 @@ use crate::nemesis::Nemesis;
 pub struct LoseUnsynced {
     control: Control,
     db: Arc<dyn Db>,
-    target: Target,
+    target: SeededTarget,
     down: Mutex<Vec<Node>>,
 }
 
 impl LoseUnsynced {
     /// Power losses on the nodes `target` picks at each start.
-    pub fn new(control: Control, db: Arc<dyn Db>, target: Target) -> LoseUnsynced {
+    pub fn new(control: Control, db: Arc<dyn Db>, target: SeededTarget) -> LoseUnsynced {
         LoseUnsynced {
             control,
             db,

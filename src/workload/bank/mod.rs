@@ -120,7 +120,7 @@ impl Workload for BankWorkload {
     }
 
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
-        let ops = ops::Bank::new(self.0.own, &target.run_id, rand::random())?;
+        let ops = ops::Bank::new(self.0.own, &target.run_id, target.seed)?;
         paced::run(&self.0, ops, target).await
     }
 

@@ -90,7 +90,7 @@ impl Workload for CounterWorkload {
     }
 
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
-        let ops = ops::Counter::new(self.0.own, &target.run_id, rand::random())?;
+        let ops = ops::Counter::new(self.0.own, &target.run_id, target.seed)?;
         paced::run(&self.0, ops, target).await
     }
 

@@ -75,6 +75,7 @@ fn target(
 ) -> Target {
     Target {
         run_id: run_id.to_string(),
+        seed: 7,
         endpoints: vec![endpoint],
         faults: nemeses.into(),
         recorder: recorder.clone(),

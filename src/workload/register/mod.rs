@@ -45,7 +45,7 @@ impl Workload for RegisterWorkload {
     }
 
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
-        let ops = Register::new(self.0.own.clone(), &target.run_id, rand::random())?;
+        let ops = Register::new(self.0.own.clone(), &target.run_id, target.seed)?;
         let options = self.0.session.client_options();
         let healed =
             crate::generator::run(&self.0.generator, Arc::new(ops), options, target).await?;

@@ -66,7 +66,7 @@ impl Workload for SetWorkload {
     }
 
     async fn run(&self, target: Target) -> anyhow::Result<Ran> {
-        let ops = ops::Set::new(self.0.own, &target.run_id, rand::random())?;
+        let ops = ops::Set::new(self.0.own, &target.run_id, target.seed)?;
         paced::run(&self.0, ops, target).await
     }
 
