@@ -166,6 +166,17 @@ async fn claim_and_run(
     progress: Progress,
 ) -> anyhow::Result<Vec<MemberOutcome>> {
     let claim = engine::claim(&plan.control, plan.db.as_ref(), Scope::Everything).await?;
+    run_claimed(claim, plan, args, progress).await
+}
+
+/// Opens the run folders of `plan`, whose nodes `claim` holds, runs it and judges each
+/// workload's history, showing how far it got on `progress`.
+async fn run_claimed(
+    claim: engine::Claim,
+    plan: Plan,
+    args: &TestArgs,
+    progress: Progress,
+) -> anyhow::Result<Vec<MemberOutcome>> {
     let test = match open(plan, args, progress) {
         Ok(test) => test,
         Err(e) => {

@@ -60,11 +60,20 @@ struct Rule {
     stderr: String,
 }
 
+/// A test's hook: the first command containing `text` calls `action`, then takes `hold` to
+/// answer.
+struct Hook {
+    text: String,
+    action: Box<dyn Fn() + Send + Sync>,
+    hold: Duration,
+}
+
 /// In-memory machines, one per node name, made on first use.
 pub struct FakeMachines {
     machines: Mutex<HashMap<String, Machine>>,
     sent: Mutex<Vec<Sent>>,
     rules: Mutex<Vec<Rule>>,
+    hooks: Mutex<Vec<Hook>>,
     made: tokio::time::Instant,
 }
 
@@ -75,6 +84,7 @@ impl FakeMachines {
             machines: Mutex::default(),
             sent: Mutex::default(),
             rules: Mutex::default(),
+            hooks: Mutex::default(),
             made: tokio::time::Instant::now(),
         })
     }
@@ -84,6 +94,16 @@ impl FakeMachines {
         self.rules.lock().unwrap().push(Rule {
             text: text.into(),
             stderr: stderr.into(),
+        });
+    }
+
+    /// Calls `action` when the first command containing `text` comes (a signal raised as
+    /// the run sends it, say), and lets that command take `hold` before it answers.
+    pub fn when(&self, text: &str, hold: Duration, action: impl Fn() + Send + Sync + 'static) {
+        self.hooks.lock().unwrap().push(Hook {
+            text: text.into(),
+            action: Box::new(action),
+            hold,
         });
     }
 
@@ -126,6 +146,15 @@ impl Machines for FakeMachines {
             node: node.name.clone(),
             command: command.into(),
         });
+        let hook = {
+            let mut hooks = self.hooks.lock().unwrap();
+            let at = hooks.iter().position(|h| command.contains(&h.text));
+            at.map(|i| hooks.remove(i))
+        };
+        if let Some(hook) = hook {
+            (hook.action)();
+            tokio::time::sleep(hook.hold).await;
+        }
         let failure = {
             let rules = self.rules.lock().unwrap();
             let mut matching = rules.iter().filter(|r| command.contains(&r.text));

@@ -41,7 +41,17 @@ impl Claim {
 /// holder's lock is taken over), then clears what earlier runs left as `scope` says, printing
 /// what it found. Nothing is set up yet; on any error or signal the lock is released.
 pub async fn claim(control: &Control, db: &dyn Db, scope: Scope) -> anyhow::Result<Claim> {
-    let interrupts = Interrupts::catch()?;
+    claim_with(control, db, scope, Interrupts::catch()?).await
+}
+
+/// Claims as [`claim`] does, stopped by `interrupts` (signals raised by hand, in the tests of
+/// the harness's rules) instead of the process's SIGINT and SIGTERM.
+pub async fn claim_with(
+    control: &Control,
+    db: &dyn Db,
+    scope: Scope,
+    interrupts: Interrupts,
+) -> anyhow::Result<Claim> {
     let taking = interrupts.unless(lock::RunLock::take(control)).await;
     let (lock, taken_over) = match taking {
         Ok(taken) => taken?,

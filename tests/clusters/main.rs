@@ -6,6 +6,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod ensemble;
 mod faults;
 mod keeperd_db;
 mod lose_unfsynced;
@@ -31,6 +32,7 @@ fn main() {
         faults::group(),
         suite_run::group(),
         lose_unfsynced::group(),
+        ensemble::group(),
     ];
     TestCluster::new("stpool", "10.241.40.0/24").run(6, common::nothing, &groups);
 }

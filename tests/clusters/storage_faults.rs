@@ -214,10 +214,7 @@ fn keeperd_refuses_a_zeroed_and_a_truncated_snapshot(cluster: &TestCluster) {
 
 /// The folders of copies of damaged files left on the cluster's nodes.
 fn copies_left(cluster: &TestCluster) -> Vec<String> {
-    (1..=3)
-        .map(|i| format!("/var/lib/stampede/corrupt/{}{i}", cluster.net()))
-        .filter(|d| Path::new(d).exists())
-        .collect()
+    common::node_paths(cluster, "/var/lib/stampede/corrupt", "")
 }
 
 fn heal_restores_a_log_left_corrupted_by_a_killed_controller(cluster: &TestCluster) {

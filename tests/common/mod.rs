@@ -509,6 +509,15 @@ pub fn our_servers(cluster: &TestCluster) -> Vec<u32> {
         .collect()
 }
 
+/// Those of the nodes' paths `{dir}/{net}I{suffix}` (I from 1 to 3, `net` the cluster's) that
+/// exist: a node's server folder, its run lock, the copies of its damaged files.
+pub fn node_paths(cluster: &TestCluster, dir: &str, suffix: &str) -> Vec<String> {
+    (1..=NODES)
+        .map(|i| format!("{dir}/{}{i}{suffix}", cluster.net()))
+        .filter(|path| Path::new(path).exists())
+        .collect()
+}
+
 /// The rules of stampede's partition chain on the cluster's nodes, read in their namespaces.
 pub fn partition_rules(cluster: &TestCluster) -> usize {
     let nodes = std::fs::read_to_string(format!("{}/nodes", cluster.state_dir())).unwrap();

@@ -11,6 +11,7 @@ use super::*;
 use crate::control::fake::{FakeMachines, Sent, Server};
 use crate::control::test_nodes;
 use crate::db::fake::FakeDb;
+use crate::nemesis::Interrupts;
 use crate::workload::fake::FakeWrites;
 
 /// The seed of a fake run's random choices when its flags give none: every fake run makes
@@ -61,12 +62,45 @@ async fn run_on(
     machines: &Arc<FakeMachines>,
     flags: &[impl AsRef<str>],
 ) -> (Vec<MemberOutcome>, tempfile::TempDir) {
+    let (_never, interrupts) = Interrupts::manual();
+    run_stopped_by(machines, flags, interrupts).await
+}
+
+/// Runs as [`run_on`] does, stopped by the signals `interrupts` raises (raised by hand: the
+/// fakes never see the process's own).
+async fn run_stopped_by(
+    machines: &Arc<FakeMachines>,
+    flags: &[impl AsRef<str>],
+    interrupts: Interrupts,
+) -> (Vec<MemberOutcome>, tempfile::TempDir) {
     let results = tempfile::tempdir().unwrap();
     let args = args(flags, results.path());
     let plan = plan_on(machines, &args).unwrap();
     let progress = Progress::new(plan.files[0].file.generator.time_limit.0);
-    let outcomes = claim_and_run(plan, &args, progress).await.unwrap();
+    let (control, db) = (&plan.control, plan.db.as_ref());
+    let claim = engine::claim_with(control, db, Scope::Everything, interrupts);
+    let claim = claim.await.unwrap();
+    let outcomes = run_claimed(claim, plan, &args, progress).await.unwrap();
     (outcomes, results)
+}
+
+/// Interrupts whose SIGINT `machines` raise when the first command containing `text` comes,
+/// which then takes `hold` to answer.
+fn sigint_on(machines: &FakeMachines, text: &str, hold: Duration) -> Interrupts {
+    let (raise, interrupts) = Interrupts::manual();
+    machines.when(text, hold, move || {
+        let _ = raise.send(Some("SIGINT"));
+    });
+    interrupts
+}
+
+/// The history of the run of `outcome`.
+fn history(outcome: &MemberOutcome) -> Vec<serde_json::Value> {
+    let history = std::fs::read_to_string(outcome.folder.join("history.jsonl")).unwrap();
+    history
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
 }
 
 /// Writes the nemesis package `yaml` as `<name>.yaml` into `dir`; returns its path.
@@ -298,10 +332,8 @@ async fn a_failed_setup_aborts_the_run_and_leaves_the_nodes_clean() {
 
 /// Each fault started in the run of `outcome`, in order: its kind and the nodes it hit.
 fn faults_started(outcome: &MemberOutcome) -> Vec<(String, serde_json::Value)> {
-    let history = std::fs::read_to_string(outcome.folder.join("history.jsonl")).unwrap();
-    history
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+    history(outcome)
+        .into_iter()
         .filter(|op| op["process"] == "nemesis" && op["type"] == "info")
         .filter_map(|op| {
             let kind = op["f"].as_str()?.strip_prefix("start-")?.to_string();
@@ -341,4 +373,61 @@ async fn the_same_seed_makes_the_same_fault_choices() {
         others.iter().any(|o| *o != first),
         "seeds 1 to 3 all chose as 42 did: {first:?}"
     );
+}
+
+/// SIGINT while the database is being set up stops the run before any workload starts, and
+/// every node is left clean: nothing healed is left, the database removed, the lock released.
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_during_setup_stops_the_run_and_leaves_the_nodes_clean() {
+    let machines = FakeMachines::new();
+    let interrupts = sigint_on(&machines, "fake-db setup", Duration::from_secs(1));
+    let (outcomes, _results) = run_stopped_by(&machines, &["--nemesis", "kill"], interrupts).await;
+    let line = &outcomes[0].verdict_line;
+    assert_eq!(outcomes[0].exit_code, 2, "{line}");
+    let aborted = "verdict: unknown (aborted: interrupted by SIGINT during setup; cleaned: \
+                   faults healed on 3 nodes, fake removed from 3 nodes, run lock released";
+    assert!(line.starts_with(aborted), "{line}");
+    assert_eq!(history(&outcomes[0]), Vec::<serde_json::Value>::new());
+    assert_left_clean(&machines);
+}
+
+/// SIGINT while a server is paused stops the run at once: the paused server is resumed
+/// before the database is torn down, and every node is left clean.
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_mid_fault_heals_it_before_the_teardown() {
+    let machines = FakeMachines::new();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = scheduled(&one_fault(&dir, "pause", "one"), "60s", "1s", "30s");
+    let interrupts = sigint_on(&machines, "kill -STOP $pid", Duration::ZERO);
+    let (outcomes, _results) = run_stopped_by(&machines, &flags, interrupts).await;
+    let line = &outcomes[0].verdict_line;
+    assert_eq!(outcomes[0].exit_code, 2, "{line}");
+    let aborted = "verdict: unknown (aborted: interrupted by SIGINT; cleaned: faults healed on \
+                   3 nodes, fake removed from 3 nodes, run lock released";
+    assert!(line.starts_with(aborted), "{line}");
+    let sent = machines.sent();
+    let at = |node: &str, text: &str| {
+        sent.iter()
+            .position(|s| s.node == node && s.command.contains(text))
+    };
+    let paused = sent
+        .iter()
+        .find(|s| s.command.contains("kill -STOP $pid"))
+        .unwrap();
+    let node = paused.node.as_str();
+    let resumed = at(node, "kill -CONT").expect("the paused server was resumed");
+    let torn_down = at(node, "fake-db teardown").expect("the database was torn down");
+    assert!(
+        resumed < torn_down,
+        "resumed before the teardown: {sent:#?}"
+    );
+    let last = history(&outcomes[0])
+        .iter()
+        .filter_map(|op| op["time"].as_u64())
+        .max();
+    assert!(
+        last < Some(10_000_000_000),
+        "the run stopped early: the last op at {last:?} ns"
+    );
+    assert_left_clean(&machines);
 }
