@@ -16,6 +16,7 @@ use crate::config::{self, Override};
 use crate::control::Control;
 use crate::db::Db;
 use crate::engine::{self, Member, Scope, Test};
+use crate::generator;
 use crate::history::Recorder;
 use crate::nemesis;
 use crate::progress::{Phase, Progress};
@@ -274,6 +275,11 @@ impl Plan {
         let holder = Arc::new(HistoryHolder::new(holder_op));
         let dice = nemesis::Dice::seeded(seed);
         let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()), &dice)?;
+        let pace = generator::Pace::fitted(nemeses.len(), &files[0].file.generator)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", nemesis_path.display()))?;
+        if let Some(note) = pace.note() {
+            eprintln!("{}: {note}", nemesis_path.display());
+        }
         Ok(Plan {
             files,
             nemesis_path,

@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::pace::Pace;
 use super::stop::Stop;
 use super::GeneratorConfig;
 use crate::history::{Meta, OpType, Process, Recorder};
@@ -126,9 +127,9 @@ pub async fn schedule(
     Ok(())
 }
 
-/// Runs the schedule with the timing of `cfg` for at most `cfg.time_limit`, ended early when
-/// `cancel` is raised or `end` completes. A fault still active then is left to
-/// [`HealGuard::heal`].
+/// Runs the schedule for at most `cfg.time_limit`, at the pace of `cfg` fitted to the
+/// nemeses ([`Pace::fitted`]: each comes within the limit), ended early when `cancel` is
+/// raised or `end` completes. A fault still active then is left to [`HealGuard::heal`].
 pub async fn schedule_for(
     nemeses: &[Arc<dyn Nemesis>],
     recorders: &[Arc<Recorder>],
@@ -138,7 +139,9 @@ pub async fn schedule_for(
 ) -> io::Result<()> {
     let (abort_tx, abort_rx) = watch::channel(false);
     let stop = Stop::new(cancel, abort_rx);
-    let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
+    // A pace that cannot be fitted was refused before the run: the one asked, then.
+    let pace = Pace::fitted(nemeses.len(), cfg).unwrap_or_else(|_| Pace::asked(nemeses.len(), cfg));
+    let (interval, duration) = (pace.interval, pace.duration);
     let time_limit = Instant::now() + cfg.time_limit.0;
     let schedule = schedule(
         nemeses,

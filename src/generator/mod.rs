@@ -9,6 +9,7 @@
 mod driver;
 mod faults;
 mod ops;
+mod pace;
 mod shared;
 mod slot;
 mod stop;
@@ -29,6 +30,7 @@ use crate::nemesis::Nemesis;
 
 pub use driver::{drive, DriverRun, Target};
 pub use ops::{Completion, OpSpec, Operations};
+pub use pace::Pace;
 pub use shared::{Faults, SharedSchedule};
 use stop::Stop;
 use worker::{Counts, Shared, Worker};

@@ -148,7 +148,8 @@ fn assert_left_clean(machines: &FakeMachines) {
 #[tokio::test(start_paused = true)]
 async fn a_run_no_fault_reached_is_unknown() {
     let machines = FakeMachines::new();
-    let mut flags = scheduled("kill", "4", "1m", "10s");
+    let dir = tempfile::tempdir().unwrap();
+    let mut flags = scheduled(&one_fault(&dir, "kill", "minority"), "4", "1m", "10s");
     flags.extend(["--set".into(), "generator.quiet_period=1s".into()]);
     let (outcomes, _results) = run_on(&machines, &flags).await;
     let [outcome] = outcomes.as_slice() else {
@@ -430,4 +431,55 @@ async fn an_interrupt_mid_fault_heals_it_before_the_teardown() {
         "the run stopped early: the last op at {last:?} ns"
     );
     assert_left_clean(&machines);
+}
+
+/// Five faults in turn, each on targets the fakes can pick.
+const FIVE_FAULTS: &str = "faults:\n  - {kind: kill, target: minority}\n  - {kind: pause, target: one}\n  - {kind: kill, target: n2}\n  - {kind: pause, target: all}\n  - {kind: kill, target: all}\n";
+
+/// A package of five faults at the workloads' default pace (a fault every 20 s) would reach
+/// two in 40 s: the pace is fitted so that every one comes, in order, within the limit.
+#[tokio::test(start_paused = true)]
+async fn every_fault_of_a_package_comes_within_the_time_limit() {
+    let machines = FakeMachines::new();
+    let dir = tempfile::tempdir().unwrap();
+    let package = package(&dir, "five", FIVE_FAULTS);
+    let flags = ["--nemesis", &package, "--time-limit", "40s"];
+    let (outcomes, _results) = run_on(&machines, &flags).await;
+    let started: Vec<String> = faults_started(&outcomes[0])
+        .into_iter()
+        .map(|(kind, _)| kind)
+        .collect();
+    assert_eq!(started, ["kill", "pause", "kill", "pause", "kill"]);
+    let line = &outcomes[0].verdict_line;
+    for part in [
+        "kill (minority",
+        "pause (one",
+        "kill (n2",
+        "pause (all",
+        "kill (all",
+    ] {
+        assert!(line.contains(part), "{part} acted: {line}");
+    }
+    assert_left_clean(&machines);
+}
+
+/// A limit too short for every fault of the package even at the shortest pace is refused
+/// before anything starts, naming the least that reaches each.
+#[tokio::test(start_paused = true)]
+async fn a_limit_too_short_for_the_package_is_refused_before_anything_starts() {
+    let machines = FakeMachines::new();
+    let dir = tempfile::tempdir().unwrap();
+    let package = package(&dir, "five", FIVE_FAULTS);
+    let results = tempfile::tempdir().unwrap();
+    let args = args(
+        &["--nemesis", &package, "--time-limit", "20s"],
+        results.path(),
+    );
+    let error = format!("{:#}", plan_on(&machines, &args).err().unwrap());
+    assert!(
+        error.contains("five.yaml: time limit 20 s is too short for the 5 faults")
+            && error.contains("at least 30 s reaches each"),
+        "{error}"
+    );
+    assert!(machines.sent().is_empty(), "nothing sent");
 }
