@@ -139,8 +139,7 @@ pub async fn schedule_for(
 ) -> io::Result<()> {
     let (abort_tx, abort_rx) = watch::channel(false);
     let stop = Stop::new(cancel, abort_rx);
-    // A pace that cannot be fitted was refused before the run: the one asked, then.
-    let pace = Pace::fitted(nemeses.len(), cfg).unwrap_or_else(|_| Pace::asked(nemeses.len(), cfg));
+    let pace = Pace::of_run(nemeses.len(), cfg);
     let (interval, duration) = (pace.interval, pace.duration);
     let time_limit = Instant::now() + cfg.time_limit.0;
     let schedule = schedule(

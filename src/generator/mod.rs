@@ -241,7 +241,8 @@ async fn main_phase(
         let _ = abort.send(true);
         first_error.map_or(Ok(done), Err)
     };
-    let (interval, duration) = (cfg.nemesis_interval.0, cfg.nemesis_duration.0);
+    let pace = Pace::of_run(nemeses.len(), cfg);
+    let (interval, duration) = (pace.interval, pace.duration);
     let schedule = async {
         let recorders = [shared.recorder.clone()];
         // No end: the final phase waits for the heal, so a late start only delays it.

@@ -82,6 +82,13 @@ impl Pace {
         self.interval * n + self.duration * n.saturating_sub(1) + self.duration.min(MIN_DURATION)
     }
 
+    /// The pace a run's schedule keeps: [`fitted`](Self::fitted), or the one asked when none
+    /// fits (a plan refuses that before the run; a caller that did not check gets the pace it
+    /// asked for).
+    pub fn of_run(faults: usize, cfg: &GeneratorConfig) -> Pace {
+        Pace::fitted(faults, cfg).unwrap_or_else(|_| Pace::asked(faults, cfg))
+    }
+
     /// The pace `cfg` asks for, as it is.
     pub fn asked(faults: usize, cfg: &GeneratorConfig) -> Pace {
         Pace {
