@@ -32,7 +32,7 @@ impl Pace {
     /// last with time left to act (its duration, up to [`MIN_DURATION`]); otherwise both
     /// shortened in the same proportion until each does, down to [`MIN_INTERVAL`] and
     /// [`MIN_DURATION`] (or the duration asked, when shorter). A limit too short even then is
-    /// an error naming the least that reaches each.
+    /// an error naming the least that reaches each (the run keeps the pace asked).
     pub fn fitted(faults: usize, cfg: &GeneratorConfig) -> Result<Pace, String> {
         let asked = Pace::asked(faults, cfg);
         let (interval, duration, limit) = (asked.interval, asked.duration, cfg.time_limit.0);
@@ -83,8 +83,7 @@ impl Pace {
     }
 
     /// The pace a run's schedule keeps: [`fitted`](Self::fitted), or the one asked when none
-    /// fits (a plan refuses that before the run; a caller that did not check gets the pace it
-    /// asked for).
+    /// fits (the plan warns of that before the run).
     pub fn of_run(faults: usize, cfg: &GeneratorConfig) -> Pace {
         Pace::fitted(faults, cfg).unwrap_or_else(|_| Pace::asked(faults, cfg))
     }
