@@ -436,21 +436,27 @@ async fn an_interrupt_mid_fault_heals_it_before_the_teardown() {
 /// Five faults in turn, each on targets the fakes can pick.
 const FIVE_FAULTS: &str = "faults:\n  - {kind: kill, target: minority}\n  - {kind: pause, target: one}\n  - {kind: kill, target: n2}\n  - {kind: pause, target: all}\n  - {kind: kill, target: all}\n";
 
-/// A package of five faults at the workloads' default pace (a fault every 20 s) would reach
-/// two in 40 s: the pace is fitted so that every one comes, in order, within the limit.
-#[tokio::test(start_paused = true)]
-async fn every_fault_of_a_package_comes_within_the_time_limit() {
+/// Runs the five faults at the workloads' default pace (a fault every 20 s) for
+/// `time_limit`: the kinds started, in order, and the verdict line.
+async fn five_faults_for(time_limit: &str) -> (Vec<String>, String) {
     let machines = FakeMachines::new();
     let dir = tempfile::tempdir().unwrap();
     let package = package(&dir, "five", FIVE_FAULTS);
-    let flags = ["--nemesis", &package, "--time-limit", "40s"];
+    let flags = ["--nemesis", &package, "--time-limit", time_limit];
     let (outcomes, _results) = run_on(&machines, &flags).await;
-    let started: Vec<String> = faults_started(&outcomes[0])
+    assert_left_clean(&machines);
+    let started = faults_started(&outcomes[0])
         .into_iter()
-        .map(|(kind, _)| kind)
-        .collect();
+        .map(|(kind, _)| kind);
+    (started.collect(), outcomes[0].verdict_line.clone())
+}
+
+/// The default pace would reach two of five faults in 40 s: the pace is fitted so that every
+/// one comes, in order, within the limit.
+#[tokio::test(start_paused = true)]
+async fn every_fault_of_a_package_comes_within_the_time_limit() {
+    let (started, line) = five_faults_for("40s").await;
     assert_eq!(started, ["kill", "pause", "kill", "pause", "kill"]);
-    let line = &outcomes[0].verdict_line;
     for part in [
         "kill (minority",
         "pause (one",
@@ -460,27 +466,16 @@ async fn every_fault_of_a_package_comes_within_the_time_limit() {
     ] {
         assert!(line.contains(part), "{part} acted: {line}");
     }
-    assert_left_clean(&machines);
 }
 
 /// A limit too short for every fault of the package even at the shortest pace (a quick smoke
-/// run) keeps the pace asked: at the default pace (a fault every 20 s), one fault in 20 s.
+/// run) keeps the pace asked: one fault in 20 s.
 #[tokio::test(start_paused = true)]
 async fn a_limit_too_short_for_the_package_keeps_the_pace_asked() {
-    let machines = FakeMachines::new();
-    let dir = tempfile::tempdir().unwrap();
-    let package = package(&dir, "five", FIVE_FAULTS);
-    let flags = ["--nemesis", &package, "--time-limit", "20s"];
-    let (outcomes, _results) = run_on(&machines, &flags).await;
-    let started: Vec<String> = faults_started(&outcomes[0])
-        .into_iter()
-        .map(|(kind, _)| kind)
-        .collect();
+    let (started, line) = five_faults_for("20s").await;
     assert_eq!(started, ["kill"]);
-    let line = &outcomes[0].verdict_line;
     assert!(
         line.contains("1 kill (minority") && !line.contains("pause"),
         "{line}"
     );
-    assert_left_clean(&machines);
 }
