@@ -4,6 +4,7 @@ mod agent;
 mod clock;
 pub mod corrupt;
 mod dice;
+mod flap;
 mod grudge;
 mod heal;
 mod interrupts;
@@ -75,6 +76,7 @@ pub const KINDS: &[&dyn FaultKind] = &[
     &lazyfs::LoseUnsyncedKind,
     &power::PowerLossKind,
     &one_way::OneWayKind,
+    &flap::FlapKind,
 ];
 
 /// The registry's entry of the kind called `name`.

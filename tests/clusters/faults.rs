@@ -14,6 +14,23 @@ use std::path::{Path, PathBuf};
 use common::{text, TestCluster};
 use serde_json::Value;
 
+/// Runs a 25 s test under the shipped package `nemeses/<name>.yaml`, a fault every 2 s lasting
+/// `duration`; returns its results folder and history.
+fn run_shipped(cluster: &TestCluster, name: &str, duration: &str) -> (PathBuf, Vec<Value>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("nemeses/{name}.yaml"));
+    let yaml = std::fs::read_to_string(path).unwrap();
+    let duration = format!("generator.nemesis_duration={duration}");
+    let args = [
+        "--time-limit",
+        "25s",
+        "--set",
+        "generator.nemesis_interval=2s",
+        "--set",
+        &duration,
+    ];
+    run_test(cluster, name, &yaml, &args)
+}
+
 /// Runs a test with the nemesis package `yaml` and returns its results folder and history.
 fn run_test(
     cluster: &TestCluster,
@@ -308,19 +325,7 @@ fn a_one_way_partition_deafens_its_target_alone_and_is_healed(cluster: &TestClus
         "the heal removed the rules"
     );
     cluster.stampede_ok(&["db", "teardown"]);
-    let yaml = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("nemeses/one-way-partition.yaml"),
-    )
-    .unwrap();
-    let args = [
-        "--time-limit",
-        "25s",
-        "--set",
-        "generator.nemesis_interval=2s",
-        "--set",
-        "generator.nemesis_duration=6s",
-    ];
-    let (dir, history) = run_test(cluster, "one-way", &yaml, &args);
+    let (dir, history) = run_shipped(cluster, "one-way-partition", "6s");
     let started = nemesis_completions(&history, "start-one-way-partition");
     assert!(
         started.iter().any(|op| op["error"].is_null()),
@@ -335,6 +340,46 @@ fn a_one_way_partition_deafens_its_target_alone_and_is_healed(cluster: &TestClus
         ),
         "the run counts the one-way partitions that took effect: {exposed:?}"
     );
+}
+
+/// The shipped flapping package (the leader, then a follower, cut off and joined again every
+/// second or two): each start cuts its target off, each stop counts several cuts and leaves no
+/// rule, and the verdict names the flapping partitions.
+fn a_flapping_partition_cuts_and_joins_again_and_is_healed(cluster: &TestCluster) {
+    let (dir, history) = run_shipped(cluster, "flapping-partition", "7s");
+    let started = nemesis_completions(&history, "start-flapping-partition");
+    let cut: Vec<&Value> = started
+        .iter()
+        .copied()
+        .filter(|op| op["error"].is_null())
+        .collect();
+    assert!(
+        cut.len() >= 2,
+        "the leader and a follower were cut off: {started:?}"
+    );
+    for op in &cut {
+        let nodes = op["value"]["nodes"].as_array().expect("nodes");
+        assert_eq!(nodes.len(), 1, "one server cut off: {op}");
+    }
+    let stopped = nemesis_completions(&history, "stop-flapping-partition");
+    let cuts: Vec<u64> = stopped
+        .iter()
+        .filter_map(|op| op["value"]["cuts"].as_u64())
+        .collect();
+    assert!(
+        cuts.len() >= 2 && cuts.iter().all(|n| *n >= 2),
+        "each fault cut its link several times in 7 s: {stopped:?}"
+    );
+    assert!(
+        common::chain_drops(cluster, "STAMPEDE-FLAP")
+            .iter()
+            .all(Vec::is_empty),
+        "the heal removed the rules"
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let line = results["verdict_line"].as_str().unwrap_or_default();
+    assert!(line.contains("flapping partition"), "{line}");
 }
 
 /// This file's scenarios, the longest first, for the pool of lanes (tests/clusters/main.rs).
@@ -355,6 +400,10 @@ pub fn group() -> common::Group {
         (
             "packet_delay_raises_latency_by_about_the_delay",
             packet_delay_raises_latency_by_about_the_delay,
+        ),
+        (
+            "a_flapping_partition_cuts_and_joins_again_and_is_healed",
+            a_flapping_partition_cuts_and_joins_again_and_is_healed,
         ),
     ];
     common::Group {
