@@ -14,7 +14,6 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::grudge;
 use super::kind::{self, refuse, Checking, FaultKind, Parts, Refusal};
 use super::package::FaultConfig;
 use super::partition;
@@ -68,18 +67,13 @@ impl FaultKind for FlapKind {
     /// Two servers at least, a target that leaves some server on the other side, and cuts
     /// and gaps that last.
     fn check(&self, fault: &FaultConfig, checking: &Checking) -> Result<(), Refusal> {
-        if let Some(aim) = checking.aim {
-            grudge::between_servers(aim.db, aim.nodes, "a flapping partition")
-                .map_err(|e| refuse("kind", format!("{e:#}")))?;
-        }
-        if fault.target == "all" {
-            return Err(refuse(
-                "target",
-                "target all leaves no server on the other side; give one, minority, leader, \
-                 follower or a node",
-            ));
-        }
-        kind::check_node_target(fault, checking)?;
+        kind::check_cut_off(
+            fault,
+            checking,
+            "a flapping partition",
+            "target all leaves no server on the other side; give one, minority, leader, \
+             follower or a node",
+        )?;
         let flap = kind::settings::<FlapConfig>(fault)?;
         if flap.on.0.is_zero() || flap.off.0.is_zero() {
             return Err(refuse("flap", "on and off must each be above zero"));
@@ -123,17 +117,10 @@ struct Flapping {
 impl Flapping {
     /// Who drops whose packets: the picked servers the others', the others the picked ones'.
     async fn sides(&self) -> anyhow::Result<(Vec<String>, Sides)> {
-        let nodes = self.control.nodes();
-        let servers = crate::db::servers(self.db.as_ref(), nodes);
-        let picked = self.target.pick(nodes, self.db.as_ref()).await?;
-        let is_picked = |n: &Node| picked.iter().any(|p| p.name == n.name);
-        let (inside, outside): (Vec<Node>, Vec<Node>) = servers.into_iter().partition(is_picked);
-        anyhow::ensure!(
-            !outside.is_empty(),
-            "target {} picked every {} server: none is left on the other side",
-            self.target,
-            self.db.name()
-        );
+        let (inside, outside) = self
+            .target
+            .pick_apart(self.control.nodes(), self.db.as_ref(), "on the other side")
+            .await?;
         let names = |side: &[Node]| side.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
         let (inside_names, outside_names) = (names(&inside), names(&outside));
         let mut sides: Sides = inside

@@ -197,6 +197,25 @@ pub fn check_node_target(fault: &FaultConfig, checking: &Checking) -> Result<(),
     check_aim(&target, checking)
 }
 
+/// Checks a fault that cuts the servers its target picks off from the others (`what`, as in
+/// `a one-way partition`): two servers at least, and a target other than `all`, which is
+/// refused with `all_refused`; then the target as [`check_node_target`] does.
+pub fn check_cut_off(
+    fault: &FaultConfig,
+    checking: &Checking,
+    what: &str,
+    all_refused: &str,
+) -> Result<(), Refusal> {
+    if let Some(aim) = checking.aim {
+        super::grudge::between_servers(aim.db, aim.nodes, what)
+            .map_err(|e| refuse("kind", format!("{e:#}")))?;
+    }
+    if fault.target == "all" {
+        return Err(refuse("target", all_refused));
+    }
+    check_node_target(fault, checking)
+}
+
 /// Checks that `target` can reach a node running the database of `checking`'s aim.
 pub fn check_aim(target: &Target, checking: &Checking) -> Result<(), Refusal> {
     let Some(aim) = checking.aim else {

@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use serde_json::json;
 
-use super::grudge;
-use super::kind::{self, refuse, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
+use super::kind::{self, Checking, FaultKind, HealStage, Healed, Parts, Refusal};
 use super::package::FaultConfig;
 use super::target::SeededTarget;
 use super::Nemesis;
@@ -64,18 +63,13 @@ impl FaultKind for OneWayKind {
 
     /// Two servers at least, and a target that leaves some server unpicked to be unheard.
     fn check(&self, fault: &FaultConfig, checking: &Checking) -> Result<(), Refusal> {
-        if let Some(aim) = checking.aim {
-            grudge::between_servers(aim.db, aim.nodes, "a one-way partition")
-                .map_err(|e| refuse("kind", format!("{e:#}")))?;
-        }
-        if fault.target == "all" {
-            return Err(refuse(
-                "target",
-                "target all leaves no server to stop hearing; give one, minority, majority, \
-                 leader, follower or a node",
-            ));
-        }
-        kind::check_node_target(fault, checking)
+        kind::check_cut_off(
+            fault,
+            checking,
+            "a one-way partition",
+            "target all leaves no server to stop hearing; give one, minority, majority, \
+             leader, follower or a node",
+        )
     }
 
     fn build(&self, fault: &FaultConfig, parts: Parts) -> anyhow::Result<Arc<dyn Nemesis>> {
@@ -127,18 +121,10 @@ impl Nemesis for OneWay {
     /// (`unheard`).
     async fn start(&self) -> anyhow::Result<serde_json::Value> {
         let nodes = self.control.nodes();
-        let servers = crate::db::servers(self.db.as_ref(), nodes);
-        let picked = self.target.pick(nodes, self.db.as_ref()).await?;
-        let unheard: Vec<&Node> = servers
-            .iter()
-            .filter(|s| !picked.iter().any(|p| p.name == s.name))
-            .collect();
-        anyhow::ensure!(
-            !unheard.is_empty(),
-            "target {} picked every {} server: none is left to stop hearing",
-            self.target,
-            self.db.name()
-        );
+        let (picked, unheard) = self
+            .target
+            .pick_apart(nodes, self.db.as_ref(), "to stop hearing")
+            .await?;
         let hosts: Vec<&str> = unheard.iter().map(|n| n.host.as_str()).collect();
         *self.active.lock().unwrap_or_else(|p| p.into_inner()) = true;
         let command = deafen_command(&hosts);

@@ -186,6 +186,27 @@ impl SeededTarget {
         self.target.pick_with(nodes, db, &self.dice).await
     }
 
+    /// Picks, then returns the picked servers and the rest of the database's servers; an
+    /// error when no server is left, saying what it would be left for (`on the other side`).
+    pub async fn pick_apart(
+        &self,
+        nodes: &[Node],
+        db: &dyn Db,
+        left_for: &str,
+    ) -> anyhow::Result<(Vec<Node>, Vec<Node>)> {
+        let picked = self.pick(nodes, db).await?;
+        let rest: Vec<Node> = db::servers(db, nodes)
+            .into_iter()
+            .filter(|s| !picked.iter().any(|p| p.name == s.name))
+            .collect();
+        anyhow::ensure!(
+            !rest.is_empty(),
+            "target {self} picked every {} server: none is left {left_for}",
+            db.name()
+        );
+        Ok((picked, rest))
+    }
+
     /// Picks as [`pick`](Self::pick) does, then keeps the nodes whose server is running (a
     /// fault does nothing to one that is not); an error when none is, naming the picked nodes
     /// and the fault's `action` (`kill`, `corrupt`, …).
