@@ -273,7 +273,7 @@ impl Plan {
         };
         nemesis_config.check(&nemesis_path, holders, Some(&aim))?;
         let holder = Arc::new(HistoryHolder::new(holder_op));
-        let dice = nemesis::Dice::seeded(seed);
+        let dice = nemesis::Dice::for_faults(seed);
         let nemeses = nemesis_config.build(&control, db.clone(), Some(holder.clone()), &dice)?;
         match generator::Pace::fitted(nemeses.len(), &files[0].file.generator) {
             Ok(pace) => {

@@ -243,7 +243,7 @@ async fn run_members(
     endpoints: &[NodeEndpoint],
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<anyhow::Result<Ran>>> {
-    let seeds = nemesis::Dice::seeded(test.seed);
+    let seeds = nemesis::Dice::for_workloads(test.seed);
     let target = |(i, member): (usize, &Member), faults: Faults| Target {
         run_id: member.run_id.clone(),
         seed: seeds.split(i as u64).roll(rand::Rng::gen),

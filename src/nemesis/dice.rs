@@ -25,6 +25,18 @@ impl Dice {
         }
     }
 
+    /// The dice of a run's faults, from the run's `seed` (a part of its own, apart from the
+    /// workloads').
+    pub fn for_faults(seed: u64) -> Dice {
+        Dice::seeded(seed).split(0)
+    }
+
+    /// The dice of a run's workloads, from the run's `seed`: each workload's seed is drawn
+    /// from a part split by its place.
+    pub fn for_workloads(seed: u64) -> Dice {
+        Dice::seeded(seed).split(1)
+    }
+
     /// Dice of their own for the part `stream` of what these dice serve (a package's fault, a
     /// sequence's step): their draws do not depend on how many these dice have made.
     pub fn split(&self, stream: u64) -> Dice {
@@ -66,5 +78,9 @@ mod tests {
         let used = Dice::seeded(7);
         draws(&used);
         assert_eq!(draws(&used.split(1)), draws(&Dice::seeded(7).split(1)));
+        // A run's faults and its workloads draw from parts of their own: the first fault's
+        // dice are not the first workload's.
+        let first_fault = Dice::for_faults(7).split(0);
+        assert_ne!(draws(&first_fault), draws(&Dice::for_workloads(7).split(0)));
     }
 }

@@ -32,10 +32,7 @@ fn is_stopped(pid: u32) -> bool {
 
 /// The run lock files of this cluster's nodes.
 fn lock_files(cluster: &TestCluster) -> Vec<String> {
-    (1..=3)
-        .map(|i| format!("/var/lib/stampede/locks/{}{i}.lock", cluster.net()))
-        .filter(|f| std::path::Path::new(f).exists())
-        .collect()
+    common::node_paths(cluster, "/var/lib/stampede/locks", ".lock")
 }
 
 /// Checks that nothing of a run is left on the cluster: no server, no lock, no rules, no
