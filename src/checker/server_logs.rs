@@ -75,6 +75,18 @@ const KNOWN: &[KnownDefect] = &[
             "at org.apache.zookeeper.server.persistence.SnapStream.checkSealIntegrity(",
         ]),
     },
+    // A power loss after a new txn log was created but before its header was on disk leaves
+    // it empty or short; 3.8 reads its header at startup, hits the end of the file and exits.
+    // Fixed in 3.9.3, which deletes an empty last log.
+    KnownDefect {
+        id: "ZOOKEEPER-2332",
+        what: "the server refuses to start: its newest txn log ends inside its header (an \
+               empty log left by a crash or power loss)",
+        first: "Unable to load database on disk",
+        then: Then::InRecord(&[
+            "at org.apache.zookeeper.server.persistence.FileHeader.deserialize(",
+        ]),
+    },
 ];
 
 /// A known defect seen in one node's log.
@@ -202,6 +214,44 @@ mod tests {
             line.starts_with(&format!("server logs: {id} on n1, n2 (a snapshot failed")),
             "{line}"
         );
+    }
+
+    /// What ZooKeeper 3.8.0 wrote when it restarted on a txn log whose header a power loss
+    /// threw away (run of 2026-11-29, the trigger scenario's lose-unfsynced on NEWLEADER).
+    const EMPTY_LOG: &str = "2026-11-29 14:55:34,469 [myid:1] - ERROR [main:QuorumPeer@1200] - Unable to load database on disk\n\
+        java.io.EOFException\n\
+        \tat java.base/java.io.DataInputStream.readInt(DataInputStream.java:386)\n\
+        \tat org.apache.jute.BinaryInputArchive.readInt(BinaryInputArchive.java:96)\n\
+        \tat org.apache.zookeeper.server.persistence.FileHeader.deserialize(FileHeader.java:67)\n\
+        \tat org.apache.zookeeper.server.persistence.FileTxnLog$FileTxnIterator.inStreamCreated(FileTxnLog.java:707)\n\
+        2026-11-29 14:55:34,472 [myid:1] - ERROR [main:QuorumPeerMain@114] - Unexpected exception, exiting abnormally\n\
+        java.lang.RuntimeException: Unable to run quorum server \n\
+        \tat org.apache.zookeeper.server.quorum.QuorumPeer.loadDataBase(QuorumPeer.java:1201)\n\
+        Caused by: java.io.EOFException\n\
+        \tat org.apache.zookeeper.server.persistence.FileHeader.deserialize(FileHeader.java:67)\n";
+
+    #[test]
+    fn a_txn_log_ending_in_its_header_is_recognised_once_per_start() {
+        let logs = vec![("n1".to_string(), format!("{EMPTY_LOG}{EMPTY_LOG}"))];
+        let seen = sightings(&logs);
+        assert_eq!(by_node(&seen), [("ZOOKEEPER-2332", "n1", 2)]);
+        let line = describe(&seen).unwrap();
+        assert!(
+            line.starts_with("server logs: ZOOKEEPER-2332 on n1 (the server refuses to start"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_database_refused_for_another_reason_is_not_a_sighting() {
+        // A log with a wrong magic number (corrupted, not cut short) is refused elsewhere.
+        let magic = "2026-11-29 14:55:34,469 [myid:1] - ERROR [main:QuorumPeer@1200] - Unable to load database on disk\n\
+            java.io.IOException: Transaction log: /d/version-2/log.1 has invalid magic number 0 != 1514884167\n\
+            \tat org.apache.zookeeper.server.persistence.FileTxnLog$FileTxnIterator.inStreamCreated(FileTxnLog.java:709)\n\
+            2026-11-29 14:55:35,000 [myid:1] - INFO  [main:Other@1] - later\n\
+            \tat org.apache.zookeeper.server.persistence.FileHeader.deserialize(FileHeader.java:67)\n";
+        let logs = vec![("n1".to_string(), magic.to_string())];
+        assert_eq!(sightings(&logs), []);
     }
 
     #[test]
