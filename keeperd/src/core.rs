@@ -32,6 +32,7 @@ mod reconfig;
 use crate::auth::{digest_id, AuthId};
 use crate::config::Config;
 use crate::conn::Connection;
+use crate::failpoint::{self, Failpoint};
 use crate::jute::Writer;
 use crate::log::{Log, Recovered};
 use crate::processor::{self, Caller};
@@ -1286,8 +1287,17 @@ impl Core {
             }
         }
         if let Some((failed, e)) = failure {
-            for u in undos.into_iter().rev() {
-                self.tree.revert(u);
+            if !bodies.is_empty() && failpoint::active(Failpoint::PartialMulti) {
+                tracing::warn!(
+                    "failpoint partial-multi: {} of {} operations kept",
+                    failed,
+                    ops.len()
+                );
+                self.log_multi(zxid, time, session, bodies, &changes);
+            } else {
+                for u in undos.into_iter().rev() {
+                    self.tree.revert(u);
+                }
             }
             self.reply_to(to, xid, err::OK, |w| {
                 for i in 0..ops.len() {
@@ -1303,19 +1313,32 @@ impl Core {
             return;
         }
         if !bodies.is_empty() {
-            let txn = Txn {
-                zxid,
-                time,
-                session,
-                body: TxnBody::Multi(bodies),
-            };
-            self.tree.last_zxid = zxid;
-            self.log.append(&txn);
-            self.since_snapshot += 1;
-            self.fire(zxid, &changes);
+            self.log_multi(zxid, time, session, bodies, &changes);
         }
         results.i32(-1).bool(true).i32(-1);
         self.reply_to(to, xid, err::OK, |w| w.buf.extend_from_slice(&results.buf));
+    }
+
+    /// Logs the multi of `bodies`, already applied to the tree at `zxid` with `changes`, and
+    /// fires their watches.
+    fn log_multi(
+        &mut self,
+        zxid: i64,
+        time: i64,
+        session: i64,
+        bodies: Vec<TxnBody>,
+        changes: &[Change],
+    ) {
+        let txn = Txn {
+            zxid,
+            time,
+            session,
+            body: TxnBody::Multi(bodies),
+        };
+        self.tree.last_zxid = zxid;
+        self.log.append(&txn);
+        self.since_snapshot += 1;
+        self.fire(zxid, changes);
     }
 
     fn multi_read(&mut self, conn: ConnId, xid: i32, auth: &[AuthId], ops: Vec<ReadOp>) {

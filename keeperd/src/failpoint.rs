@@ -46,11 +46,18 @@ pub enum Failpoint {
     /// files are still synced (an empty epoch file after a loss makes the server refuse to
     /// start, which would hide the lost writes), and so are snapshots.
     SkipFsync,
+    /// A `multi` that fails part-way keeps the operations before the one that failed: they
+    /// are committed (and replicated) as a multi of their own, while the client is told the
+    /// whole multi failed.
+    PartialMulti,
+    /// A learner answers `sync` from its own state instead of passing it to the leader: a
+    /// read after it is as stale as the learner.
+    LocalSync,
 }
 
 impl Failpoint {
     /// Every failpoint.
-    pub const ALL: [Failpoint; 9] = [
+    pub const ALL: [Failpoint; 11] = [
         Failpoint::AckBeforeDurable,
         Failpoint::SkipTrunc,
         Failpoint::CommitBeforeQuorum,
@@ -60,6 +67,8 @@ impl Failpoint {
         Failpoint::KeepEphemeral,
         Failpoint::DropWatchEvent,
         Failpoint::SkipFsync,
+        Failpoint::PartialMulti,
+        Failpoint::LocalSync,
     ];
 
     /// Its name in the config.
@@ -74,6 +83,8 @@ impl Failpoint {
             Failpoint::KeepEphemeral => "keep-ephemeral",
             Failpoint::DropWatchEvent => "drop-watch-event",
             Failpoint::SkipFsync => "skip-fsync",
+            Failpoint::PartialMulti => "partial-multi",
+            Failpoint::LocalSync => "local-sync",
         }
     }
 }

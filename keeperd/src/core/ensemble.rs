@@ -4,6 +4,7 @@
 //! leader's answers in order.
 
 use super::{Answer, ConnId, Core, Forwarded, Live, Out, Queued, Remote, Role, To};
+use crate::failpoint::{self, Failpoint};
 use crate::proto::{self, err, ConnectRequest, Request};
 use crate::quorum::wire::{Down, Up};
 use crate::txn::TxnBody;
@@ -227,7 +228,9 @@ impl Core {
             return;
         };
         let session = c.link.session();
-        if session == 0 || !forwards(&q.req) {
+        let local_sync =
+            matches!(q.req, Request::Sync { .. }) && failpoint::active(Failpoint::LocalSync);
+        if session == 0 || !forwards(&q.req) || local_sync {
             return self.request(conn, q.xid, q.req, q.at);
         }
         c.forwarded = Some(Forwarded::Request {
