@@ -21,6 +21,9 @@ use crate::nemesis::Nemesis;
 const HEAL_ATTEMPTS: u32 = 3;
 /// Pause between healing attempts.
 const HEAL_RETRY_DELAY: Duration = Duration::from_secs(1);
+/// The shortest wait before a fault when the schedule is behind its plan (or the interval,
+/// when shorter).
+const CATCH_UP_GAP: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy)]
 enum Action {
@@ -87,11 +90,15 @@ async fn call(
 }
 
 /// Runs the schedule until `stop` is raised: wait `interval`, start the next nemesis (in
-/// turn), wait `duration`, stop it, and again. A fault still active when `stop` is raised is
-/// left to [`HealGuard::heal`]. With an `end` (the time limit that raises `stop`), no fault is
-/// started that, at the pace of the slowest start so far, would still be starting at the end:
-/// a start cannot be cut short, so one that overran the end would push the heal, and the
-/// healed tail the workloads are judged on, past their run.
+/// turn), wait `duration`, stop it, and again. Fault `k` is due `interval` after the end of
+/// fault `k - 1`'s `duration` as planned (`(k + 1) * interval + k * duration` from the
+/// start): time lost to slow starts and stops is made up by shorter waits (down to
+/// [`CATCH_UP_GAP`]), so a package's last fault is not pushed out by its first. A fault still
+/// active when `stop` is raised is left to [`HealGuard::heal`]. With an `end` (the time limit
+/// that raises `stop`), no fault is started that would, by its own slowest start so far (or
+/// the quickest start of any for one not started yet), still be starting at the end: a start
+/// cannot be cut short, so one that overran the end would push the heal, and the healed tail
+/// the workloads are judged on, past their run.
 pub async fn schedule(
     nemeses: &[Arc<dyn Nemesis>],
     recorders: &[Arc<Recorder>],
@@ -103,21 +110,28 @@ pub async fn schedule(
     if nemeses.is_empty() {
         return Ok(());
     }
-    let mut slowest_start = Duration::ZERO;
-    for nemesis in nemeses.iter().cycle() {
+    let began_at = Instant::now();
+    let mut starts: Vec<Option<Duration>> = vec![None; nemeses.len()];
+    let turns = nemeses.iter().enumerate().cycle();
+    for (k, (i, nemesis)) in (0u32..).zip(turns) {
+        let due = began_at + interval * (k + 1) + duration * k;
+        let wait_until = due.max(Instant::now() + interval.min(CATCH_UP_GAP));
         tokio::select! {
             _ = stop.wait() => return Ok(()),
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep_until(wait_until) => {}
         }
-        if end.is_some_and(|end| Instant::now() + slowest_start > end) {
-            tracing::info!("no fault started after this: starts take up to {slowest_start:?}");
+        let quickest = starts.iter().flatten().min().copied();
+        let estimate = starts[i].or(quickest).unwrap_or_default();
+        if end.is_some_and(|end| Instant::now() + estimate > end) {
+            tracing::info!("no fault started after this: its start takes about {estimate:?}");
             stop.wait().await;
             return Ok(());
         }
         let began = Instant::now();
         // A start that fails may still have done part of its work: the stop below undoes it.
         let _ = call(recorders, nemesis.as_ref(), Action::Start).await?;
-        slowest_start = slowest_start.max(began.elapsed());
+        let took = began.elapsed();
+        starts[i] = Some(starts[i].map_or(took, |slowest| slowest.max(took)));
         tokio::select! {
             _ = stop.wait() => return Ok(()),
             _ = tokio::time::sleep(duration) => {}

@@ -88,8 +88,10 @@ pub struct NetemConfig {
     pub duplicate: f64,
     /// Percentage of packets sent at once, ahead of delayed ones (needs a delay).
     pub reorder: f64,
-    /// Delay only the traffic between random halves of the nodes (a slow-network partition)
-    /// instead of everything the targeted nodes send.
+    /// Delay only the traffic between servers (a slow-network partition) instead of
+    /// everything the targeted nodes send: between random halves with target `all`, else
+    /// between the servers the target picks and the rest (e.g. a follower that lags behind
+    /// its leader while its clients reach it at full speed).
     pub slow_partition: bool,
 }
 
@@ -287,8 +289,20 @@ impl PacketNemesis {
         let nodes = self.control.nodes();
         if self.netem.slow_partition {
             let names = grudge::between_servers(self.db.as_ref(), nodes, "a slow partition")?;
-            let halves = |rng: &mut _| grudge::compute(&Shape::Halves, &names, rng);
-            let grudge = self.target.dice().roll(halves);
+            let grudge = match self.target.is_all() {
+                true => {
+                    let halves = |rng: &mut _| grudge::compute(&Shape::Halves, &names, rng);
+                    self.target.dice().roll(halves)
+                }
+                false => {
+                    let (picked, rest) = self
+                        .target
+                        .pick_apart(nodes, self.db.as_ref(), "to slow it from")
+                        .await?;
+                    let side = |side: Vec<Node>| side.into_iter().map(|n| n.name).collect();
+                    grudge::complete(&[side(picked), side(rest)])
+                }
+            };
             let plan = grudge
                 .iter()
                 .filter(|(_, slow)| !slow.is_empty())
@@ -361,7 +375,7 @@ impl Nemesis for PacketNemesis {
     }
 
     fn target(&self) -> String {
-        match self.netem.slow_partition {
+        match self.netem.slow_partition && self.target.is_all() {
             true => "halves".to_string(),
             false => self.target.to_string(),
         }

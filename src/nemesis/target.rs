@@ -181,6 +181,11 @@ impl SeededTarget {
         &self.dice
     }
 
+    /// Whether it is `all` (every node).
+    pub fn is_all(&self) -> bool {
+        matches!(self.target, Target::All)
+    }
+
     /// Picks as [`Target::pick_with`] does, with these dice.
     pub async fn pick(&self, nodes: &[Node], db: &dyn Db) -> anyhow::Result<Vec<Node>> {
         self.target.pick_with(nodes, db, &self.dice).await

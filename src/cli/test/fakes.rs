@@ -128,6 +128,23 @@ fn scheduled(package: &str, time_limit: &str, interval: &str, duration: &str) ->
     flags.map(String::from).collect()
 }
 
+/// Runs the nemesis package `yaml` on `machines` for a time limit, a fault every interval
+/// lasting a duration (`pace`, as [`scheduled`] takes them), as [`run_on`] does.
+async fn run_package(
+    machines: &Arc<FakeMachines>,
+    yaml: &str,
+    pace: [&str; 3],
+) -> (Vec<MemberOutcome>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let package = package(&dir, "package", yaml);
+    let [time_limit, interval, duration] = pace;
+    run_on(
+        machines,
+        &scheduled(&package, time_limit, interval, duration),
+    )
+    .await
+}
+
 /// The run's `results.json`.
 fn results(outcome: &MemberOutcome) -> serde_json::Value {
     let text = std::fs::read(outcome.folder.join("results.json")).unwrap();
@@ -293,11 +310,8 @@ async fn a_second_run_on_the_nodes_is_refused() {
 #[tokio::test(start_paused = true)]
 async fn a_trigger_that_never_fires_makes_the_run_unknown() {
     let machines = FakeMachines::new();
-    let dir = tempfile::tempdir().unwrap();
     let yaml = "faults:\n  - kind: pause\n    target: n1\n    trigger: {pattern: \"no server ever logs this\"}\n";
-    let package = package(&dir, "never", yaml);
-    let flags = scheduled(&package, "9s", "2s", "2s");
-    let (outcomes, _results) = run_on(&machines, &flags).await;
+    let (outcomes, _results) = run_package(&machines, yaml, ["9s", "2s", "2s"]).await;
     let line = &outcomes[0].verdict_line;
     assert_eq!(outcomes[0].exit_code, 2, "{line}");
     assert!(
@@ -478,4 +492,46 @@ async fn a_limit_too_short_for_the_package_keeps_the_pace_asked() {
         line.contains("1 kill (minority") && !line.contains("pause"),
         "{line}"
     );
+}
+
+/// A fault whose start is slow (here the first kill's, 10 s) does not push the package's last
+/// fault out: the waits after it are shortened to make the time up, and every fault comes
+/// within the limit.
+#[tokio::test(start_paused = true)]
+async fn a_slow_start_is_made_up_by_shorter_waits() {
+    let machines = FakeMachines::new();
+    machines.when("kill -KILL", Duration::from_secs(10), || {});
+    let dir = tempfile::tempdir().unwrap();
+    let package = package(&dir, "five", FIVE_FAULTS);
+    let flags = ["--nemesis", &package, "--time-limit", "40s"];
+    let (outcomes, _results) = run_on(&machines, &flags).await;
+    assert_left_clean(&machines);
+    let started: Vec<String> = faults_started(&outcomes[0])
+        .into_iter()
+        .map(|(kind, _)| kind)
+        .collect();
+    assert_eq!(started, ["kill", "pause", "kill", "pause", "kill"]);
+}
+
+/// A slow partition aimed at one server slows the links between it and every other server,
+/// both ways, and no link between the others (a follower made to lag behind its leader).
+#[tokio::test(start_paused = true)]
+async fn a_slow_partition_aimed_at_one_server_slows_its_links_alone() {
+    let machines = FakeMachines::new();
+    let yaml = "faults:\n  - kind: packet\n    target: n2\n    netem: {delay: 1s, jitter: 0ms, slow_partition: true}\n";
+    let (outcomes, _results) = run_package(&machines, yaml, ["6s", "1s", "2s"]).await;
+    let started: Vec<serde_json::Value> = history(&outcomes[0])
+        .into_iter()
+        .filter(|op| op["f"] == "start-packet" && op["type"] == "info")
+        .map(|op| op["value"]["slow"].clone())
+        .collect();
+    assert!(!started.is_empty(), "the fault started");
+    for slow in &started {
+        assert_eq!(
+            *slow,
+            serde_json::json!({"n1": ["n2"], "n2": ["n1", "n3"], "n3": ["n2"]}),
+            "{started:?}"
+        );
+    }
+    assert_left_clean(&machines);
 }
