@@ -37,7 +37,7 @@ use zookeeper_client::{AddWatchMode, Client, EventType, SessionState, WatchedEve
 
 use super::check::{Class, CHILD, ROOT};
 use super::WatchConfig;
-use crate::client::Session;
+use crate::client::{Connect, Session};
 use crate::client::{classify, setup_session, ClientOptions, NodeEndpoint, OpError, ProcessIds};
 use crate::generator::{self, GeneratorConfig, Healed, Next, Slot, Target};
 use crate::history::{Meta, OpType, Process, Recorder};
@@ -81,6 +81,17 @@ pub async fn run(
 ) -> anyhow::Result<Healed<WatchRunSummary>> {
     gen.validate().map_err(anyhow::Error::msg)?;
     cfg.validate(gen.concurrency).map_err(anyhow::Error::msg)?;
+    let servers = target.endpoints.len();
+    let fewest = fewest_watchers_per_server(gen.concurrency, cfg.writers, servers);
+    if options.connect == Connect::Node && fewest < 2 {
+        tracing::warn!(
+            "watch: {} watchers on {servers} servers leave a server with {fewest}: an event \
+             sent to only one of a server's watchers cannot be seen (raise \
+             generator.concurrency to {})",
+            gen.concurrency - cfg.writers,
+            cfg.writers + 2 * servers
+        );
+    }
     let root = crate::workload::run_path(&target.run_id, "watch")?;
     let client = setup_session(&target.endpoints, options.session_timeout).await?;
     for i in 0..cfg.keys {
@@ -135,6 +146,19 @@ pub async fn run(
         summary,
         heal_failures: healed.heal_failures,
     })
+}
+
+/// The fewest watcher slots any one of `servers` holds, with `slots` slots of which the first
+/// `writers` write, and slot `i` bound to server `i % servers`.
+fn fewest_watchers_per_server(slots: usize, writers: usize, servers: usize) -> usize {
+    (0..servers)
+        .map(|server| {
+            (writers..slots)
+                .filter(|slot| slot % servers == server)
+                .count()
+        })
+        .min()
+        .unwrap_or(0)
 }
 
 async fn run_slot(
@@ -655,4 +679,19 @@ async fn close(p: &Proc<'_>, next: Next) -> io::Result<Next> {
         None,
     )?;
     Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fewest_watchers_per_server;
+
+    #[test]
+    fn the_default_placement_puts_two_watchers_on_every_server_of_five() {
+        // 12 slots, 2 writers: watchers 2..12 on servers 2,3,4,0,1,2,3,4,0,1.
+        assert_eq!(fewest_watchers_per_server(12, 2, 5), 2);
+        assert_eq!(fewest_watchers_per_server(12, 2, 3), 3);
+        // The old default: 4 watchers on 5 servers, one server has none.
+        assert_eq!(fewest_watchers_per_server(6, 2, 5), 0);
+        assert_eq!(fewest_watchers_per_server(6, 2, 3), 1);
+    }
 }
