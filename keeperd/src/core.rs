@@ -673,8 +673,7 @@ impl Core {
                     if let Some(l) = self.live.get_mut(&c.link.session()) {
                         if l.conn == Some(conn) {
                             l.conn = None;
-                            let heard =
-                                c.link.last_heard() + Duration::from_millis(l.timeout as u64);
+                            let heard = c.link.last_heard() + lifetime(l.timeout);
                             l.deadline = l.deadline.max(heard);
                         }
                     }
@@ -689,9 +688,7 @@ impl Core {
                 // Sessions count from now: nobody could touch them before.
                 let now = Instant::now();
                 for l in self.live.values_mut() {
-                    l.deadline = l
-                        .deadline
-                        .max(now + Duration::from_millis(l.timeout as u64));
+                    l.deadline = l.deadline.max(now + lifetime(l.timeout));
                 }
             }
             CoreMsg::Shutdown => self.stopping = true,
@@ -817,7 +814,7 @@ impl Core {
                 id,
                 Live {
                     timeout,
-                    deadline: Instant::now() + Duration::from_millis(timeout as u64),
+                    deadline: Instant::now() + lifetime(timeout),
                     conn: Some(conn),
                     owner: self.role.id(),
                 },
@@ -840,7 +837,7 @@ impl Core {
         let old = l.conn.replace(conn);
         l.owner = self.role.id();
         l.timeout = timeout;
-        l.deadline = Instant::now() + Duration::from_millis(timeout as u64);
+        l.deadline = Instant::now() + lifetime(timeout);
         if let Some(old) = old.filter(|o| *o != conn) {
             if let Some(c) = self.conns.get(&old) {
                 c.link.set_session(0);
@@ -928,7 +925,7 @@ impl Core {
             }
             // Connections stamp every request; the deadline catches up lazily.
             if let Some(c) = l.conn.and_then(|c| self.conns.get(&c)) {
-                let alive_until = c.link.last_heard() + Duration::from_millis(l.timeout as u64);
+                let alive_until = c.link.last_heard() + lifetime(l.timeout);
                 if alive_until > now {
                     l.deadline = alive_until;
                     continue;
@@ -1495,5 +1492,15 @@ impl Core {
             .map(|id| (self.conns[&id].link.session(), self.watches.paths_of(id)))
             .filter(|(_, p)| !p.is_empty())
             .collect()
+    }
+}
+
+/// How long a session of `timeout` ms lives after its server last heard from it: the timeout,
+/// or a quarter of it with the `early-expiry` failpoint.
+pub(crate) fn lifetime(timeout: i32) -> Duration {
+    let full = Duration::from_millis(timeout as u64);
+    match failpoint::active(Failpoint::EarlyExpiry) {
+        true => full / 4,
+        false => full,
     }
 }

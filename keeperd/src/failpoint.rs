@@ -53,11 +53,13 @@ pub enum Failpoint {
     /// A learner answers `sync` from its own state instead of passing it to the leader: a
     /// read after it is as stale as the learner.
     LocalSync,
+    /// Sessions expire a quarter of their timeout after their server last heard from them.
+    EarlyExpiry,
 }
 
 impl Failpoint {
     /// Every failpoint.
-    pub const ALL: [Failpoint; 11] = [
+    pub const ALL: [Failpoint; 12] = [
         Failpoint::AckBeforeDurable,
         Failpoint::SkipTrunc,
         Failpoint::CommitBeforeQuorum,
@@ -69,6 +71,7 @@ impl Failpoint {
         Failpoint::SkipFsync,
         Failpoint::PartialMulti,
         Failpoint::LocalSync,
+        Failpoint::EarlyExpiry,
     ];
 
     /// Its name in the config.
@@ -85,6 +88,7 @@ impl Failpoint {
             Failpoint::SkipFsync => "skip-fsync",
             Failpoint::PartialMulti => "partial-multi",
             Failpoint::LocalSync => "local-sync",
+            Failpoint::EarlyExpiry => "early-expiry",
         }
     }
 }

@@ -3,7 +3,7 @@
 //! forwarding writes, logging proposals, applying commits and releasing the
 //! leader's answers in order.
 
-use super::{Answer, ConnId, Core, Forwarded, Live, Out, Queued, Remote, Role, To};
+use super::{lifetime, Answer, ConnId, Core, Forwarded, Live, Out, Queued, Remote, Role, To};
 use crate::failpoint::{self, Failpoint};
 use crate::proto::{self, err, ConnectRequest, Request};
 use crate::quorum::wire::{Down, Up};
@@ -93,7 +93,7 @@ impl Core {
             session,
             Live {
                 timeout,
-                deadline: Instant::now() + Duration::from_millis(timeout as u64),
+                deadline: Instant::now() + lifetime(timeout),
                 conn: None,
                 owner: from.peer,
             },
@@ -116,7 +116,7 @@ impl Core {
             let old = l.conn.take();
             l.owner = from.peer;
             l.timeout = timeout;
-            l.deadline = Instant::now() + Duration::from_millis(timeout as u64);
+            l.deadline = Instant::now() + lifetime(timeout);
             if let Some(old) = old {
                 if let Some(c) = self.conns.get(&old) {
                     c.link.set_session(0);
@@ -136,9 +136,7 @@ impl Core {
                     let heard = now
                         .checked_sub(Duration::from_millis(*ms as u64))
                         .unwrap_or(now);
-                    l.deadline = l
-                        .deadline
-                        .max(heard + Duration::from_millis(l.timeout as u64));
+                    l.deadline = l.deadline.max(heard + lifetime(l.timeout));
                 }
             }
         }

@@ -21,6 +21,13 @@
 //!   start's invocation (a fault can stall expiry: a leader election restarts every session's
 //!   clock), to the fault's heal plus the timeout and slack. The final polls, after the
 //!   settle, are held to the same deadlines.
+//! - **session-expired-early**: a server's synced poll begun after a session was cut and
+//!   answered before it could have expired does not show one of its ephemerals (and no later poll of that server
+//!   shows it again). The leader hears of every create and of the session's creation itself,
+//!   so it last heard from the session no earlier than the invocation of its last
+//!   acknowledged create (or of its open), and ZooKeeper expires a session no earlier than
+//!   the session timeout its server negotiated after that (rounded up to a tick); the bound is
+//!   that invocation plus the negotiated timeout, less a tick ([`TICK_SLACK`]).
 //! - **session-id-reused**: two sessions opened with one id.
 //!
 //! Valid needs every polled server read in a final poll begun after every session's
@@ -35,6 +42,10 @@ use serde_json::Value;
 use crate::history::{fault_intervals, FaultInterval, Op, OpType};
 use crate::workload::anomalies::Anomalies;
 use crate::workload::paced::{steps, Step};
+
+/// What an early expiry is allowed: a server's expiry clock runs in ticks (1 s in the
+/// configurations stampede writes).
+const TICK_SLACK: Duration = Duration::from_secs(1);
 
 /// The session timeout and the slack the deadlines are made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +87,7 @@ pub struct EphemeralReport {
     /// The session timeout plus the slack, in ms: the shortest wait after a session's end.
     pub deadline_ms: u64,
     /// Anomalies by kind (`ephemeral-lost`, `ephemeral-outlived-session`,
-    /// `session-id-reused`).
+    /// `session-expired-early`, `session-id-reused`).
     #[serde(flatten)]
     pub found: Anomalies,
 }
@@ -94,6 +105,11 @@ struct Life {
     alive: u64,
     /// Its client was told it expired.
     told_expired: bool,
+    /// The latest invocation of its open or of an acknowledged create: the leader heard
+    /// from it no earlier.
+    heard: u64,
+    /// The session timeout its server negotiated, when the history has it.
+    timeout: Option<Duration>,
 }
 
 impl Life {
@@ -199,10 +215,13 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
                 report.found.note("session-id-reused", op, process, what);
                 continue;
             }
+            let timeout = op.value.get("timeout_ms").and_then(Value::as_u64);
             let life = Life {
                 process,
                 opened: op.time,
                 alive: op.time,
+                heard: begun,
+                timeout: timeout.map(Duration::from_millis),
                 ..Life::default()
             };
             lives.insert(session, life);
@@ -212,6 +231,7 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
         match (op.f.as_str(), op.value.get("state").and_then(Value::as_str)) {
             ("create", _) => {
                 life.alive = life.alive.max(op.time);
+                life.heard = life.heard.max(begun);
                 let path = op.value.get("path").and_then(Value::as_str);
                 created.extend(path.map(|path| Created {
                     path: path.to_string(),
@@ -249,6 +269,7 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
         })
         .collect();
     report.stale_polls = lost(&polls, &created, &lives, &mut report.found);
+    expired_early(&polls, &created, &lives, limits, &mut report.found);
     outlived(&polls, &deadlines, &mut report.found);
 
     let last_deadline = deadlines.values().map(|d| d.2).max().unwrap_or(0);
@@ -324,12 +345,7 @@ fn lost(
                 Some(other) => format!("showed it owned by {other}"),
                 None => "did not show it".into(),
             };
-            let shown_later = polls.iter().any(|later| {
-                later.server == poll.server
-                    && later.begun > poll.answered
-                    && later.nodes.get(&node.path) == Some(&node.session)
-            });
-            if shown.is_none() && shown_later {
+            if shown.is_none() && shown_later(polls, poll, node) {
                 stale.push(format!(
                     "{} polled from {} to {} did not show {} (created at {}), shown by its later polls",
                     poll.server,
@@ -354,6 +370,62 @@ fn lost(
         }
     }
     stale
+}
+
+/// Whether a poll of `poll`'s server begun after it answered shows `node`, owned by its
+/// session: then `poll` was behind, not the server's view.
+fn shown_later(polls: &[Poll], poll: &Poll, node: &Created) -> bool {
+    polls.iter().any(|later| {
+        later.server == poll.server
+            && later.begun > poll.answered
+            && later.nodes.get(&node.path) == Some(&node.session)
+    })
+}
+
+/// Notes every ephemeral of a cut session that a poll begun after the cut and answered
+/// before the session could have expired did not show (a poll behind, shown wrong by a later one, left out).
+fn expired_early(
+    polls: &[Poll],
+    created: &[Created],
+    lives: &HashMap<String, Life>,
+    limits: Limits,
+    found: &mut Anomalies,
+) {
+    let mut noted: HashSet<&str> = HashSet::new();
+    for node in created {
+        let Some(life) = lives.get(&node.session) else {
+            continue;
+        };
+        let Some((cut, "cut")) = life.ended() else {
+            continue;
+        };
+        let timeout = life.timeout.unwrap_or(limits.session_timeout);
+        let earliest = life.heard + timeout.saturating_sub(TICK_SLACK).as_nanos() as u64;
+        let gone = polls.iter().find(|poll| {
+            poll.begun > node.time.max(cut)
+                && poll.answered < earliest
+                && !poll.nodes.contains_key(&node.path)
+                && !shown_later(polls, poll, node)
+        });
+        let Some(poll) = gone else {
+            continue;
+        };
+        if !noted.insert(node.session.as_str()) {
+            continue;
+        }
+        let what = format!(
+            "session {}'s ephemeral {} gone from {}'s poll answered at {}: the session was cut at {}, last heard from no earlier than {} with a {} s timeout, so it could not expire before {}",
+            node.session,
+            node.path,
+            poll.server,
+            secs(poll.answered),
+            secs(cut),
+            secs(life.heard),
+            timeout.as_secs_f64(),
+            secs(earliest),
+        );
+        found.note("session-expired-early", poll.op, life.process, what);
+    }
 }
 
 /// Notes every ephemeral a poll begun after its session's deadline showed.

@@ -9,8 +9,8 @@
 //! has passed, every server is polled once more.
 //!
 //! History conventions (sessions named `0x…`, [`session_name`]):
-//! - `open` invoked `{"via": "node"|"proxy"}`, `ok` `{"session"}`; `fail`/`info` with the
-//!   error.
+//! - `open` invoked `{"via": "node"|"proxy"}`, `ok` `{"session", "timeout_ms"}` (the
+//!   session timeout its server negotiated); `fail`/`info` with the error.
 //! - `create` invoked `{"session", "path", "mode"}` (`ephemeral`, `ephemeral-sequential`),
 //!   `ok` `{"session", "path"}` with the path created and its czxid as `zxid`.
 //! - `close` invoked `{"session"}`, `ok` when the client saw the session closed, `info`
@@ -319,7 +319,8 @@ impl Slots {
             }
         };
         let session = session_name(client.session_id().0);
-        let value = json!({ "session": session });
+        let timeout_ms = client.session_timeout().as_millis() as u64;
+        let value = json!({ "session": session, "timeout_ms": timeout_ms });
         self.record(OpType::Ok, process, "open", value, meta())?;
         let (done, watching) = watch::channel(false);
         let watcher = tokio::spawn(watch_states(
