@@ -8,8 +8,10 @@
 //!   close the server answered). A session the client still sees connected may already be
 //!   expired by the leader (its server cut off from the quorum), so being connected alone
 //!   proves nothing.
-//!   A poll that missed an ephemeral the same server shows, owned by its session, in a later
-//!   poll was behind, not lost: such stale synced polls are counted (`stale_polls`), not
+//!   A poll that missed an ephemeral whose create its server had not applied yet (the
+//!   directory's pzxid the poll read is older than the create's zxid), or that the same server
+//!   shows, owned by its session, in a later poll, was behind, not lost: such stale synced
+//!   polls are counted (`stale_polls`), not
 //!   anomalies, since ZooKeeper's `sync` is no quorum operation and a deposed leader that has
 //!   not yet noticed answers it from its own older state (ZOOKEEPER-1675, open; seen on 3.8.0
 //!   when the followers gave up on an isolated leader 0.8 s before it stepped down).
@@ -80,7 +82,8 @@ pub struct EphemeralReport {
     /// Servers with no final poll begun after every session's deadline.
     pub unread: Vec<String>,
     /// Synced polls that missed an ephemeral whose create was acknowledged before they began
-    /// and which the same server showed later: the server was behind (ZOOKEEPER-1675).
+    /// and which the server had not applied yet or showed later: the server was behind
+    /// (ZOOKEEPER-1675).
     /// Counted, not an anomaly; each says what was missed, where and when.
     #[serde(default)]
     pub stale_polls: Vec<String>,
@@ -134,6 +137,8 @@ struct Created {
     path: String,
     session: String,
     time: u64,
+    /// The create's zxid, when the history has it.
+    zxid: Option<i64>,
 }
 
 /// One answered poll of a server.
@@ -143,6 +148,8 @@ struct Poll<'a> {
     answered: u64,
     is_final: bool,
     nodes: BTreeMap<String, String>,
+    /// The directory's pzxid as the server had it, when the history has it.
+    pzxid: Option<i64>,
     op: &'a Op,
     process: u64,
 }
@@ -181,6 +188,7 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
                     answered: op.time,
                     is_final: invoked.is_some_and(|i| i.value == "final"),
                     nodes: owners(&op.value),
+                    pzxid: op.value.get("pzxid").and_then(Value::as_i64),
                     op,
                     process,
                 }),
@@ -237,6 +245,7 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
                     path: path.to_string(),
                     session,
                     time: op.time,
+                    zxid: op.zxid,
                 }));
             }
             ("cut", _) => life.cut = Some(life.cut.map_or(op.time, |c| c.min(op.time))),
@@ -318,8 +327,7 @@ fn deadline(end: u64, limits: Limits, faults: &[FaultInterval]) -> u64 {
 }
 
 /// Notes every ephemeral a poll did not show while its session lived through the poll, and
-/// returns the polls that were only behind: the same server showed the ephemeral, owned by
-/// its session, in a later poll.
+/// returns the polls that were only behind ([`behind`]).
 fn lost(
     polls: &[Poll],
     created: &[Created],
@@ -345,9 +353,9 @@ fn lost(
                 Some(other) => format!("showed it owned by {other}"),
                 None => "did not show it".into(),
             };
-            if shown.is_none() && shown_later(polls, poll, node) {
+            if shown.is_none() && behind(polls, poll, node) {
                 stale.push(format!(
-                    "{} polled from {} to {} did not show {} (created at {}), shown by its later polls",
+                    "{} polled from {} to {} did not show {} (created at {}): it was behind",
                     poll.server,
                     secs(poll.begun),
                     secs(poll.answered),
@@ -372,9 +380,18 @@ fn lost(
     stale
 }
 
-/// Whether a poll of `poll`'s server begun after it answered shows `node`, owned by its
-/// session: then `poll` was behind, not the server's view.
-fn shown_later(polls: &[Poll], poll: &Poll, node: &Created) -> bool {
+/// Whether `poll`, which did not show `node`, was behind rather than the server's view: the
+/// server had not applied its create yet (its directory's pzxid, the last child created or
+/// deleted, is older than the create's zxid), or a later poll of the same server shows it,
+/// owned by its session. A synced poll can be behind: ZooKeeper's `sync` is no quorum
+/// operation, and a deposed leader that has not noticed yet answers it from older state
+/// (ZOOKEEPER-1675).
+fn behind(polls: &[Poll], poll: &Poll, node: &Created) -> bool {
+    if let (Some(pzxid), Some(czxid)) = (poll.pzxid, node.zxid) {
+        if pzxid < czxid {
+            return true;
+        }
+    }
     polls.iter().any(|later| {
         later.server == poll.server
             && later.begun > poll.answered
@@ -383,7 +400,7 @@ fn shown_later(polls: &[Poll], poll: &Poll, node: &Created) -> bool {
 }
 
 /// Notes every ephemeral of a cut session that a poll begun after the cut and answered
-/// before the session could have expired did not show (a poll behind, shown wrong by a later one, left out).
+/// before the session could have expired did not show (a poll [`behind`] left out).
 fn expired_early(
     polls: &[Poll],
     created: &[Created],
@@ -405,7 +422,7 @@ fn expired_early(
             poll.begun > node.time.max(cut)
                 && poll.answered < earliest
                 && !poll.nodes.contains_key(&node.path)
-                && !shown_later(polls, poll, node)
+                && !behind(polls, poll, node)
         });
         let Some(poll) = gone else {
             continue;

@@ -19,7 +19,7 @@
 //!   `{"session", "state"}` for each state the client reports: `connected`, `disconnected`,
 //!   `read-only`, `expired`, `closed`, `auth-failed`.
 //! - `poll` by each server's poller, keyed by the server, invoked null or `"final"`, `ok`
-//!   `{"nodes": {path: owner}}`.
+//!   `{"nodes": {path: owner}, "pzxid"}` (the directory's pzxid as that server had it).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -59,7 +59,8 @@ impl Poller {
     }
 
     /// Polls the server once, recorded as `poll` (invoked with [`FINAL`] when `is_final`):
-    /// `ok` with `{"nodes": {path: owner}}` for every ephemeral under the directory, else
+    /// `ok` with `{"nodes": {path: owner}, "pzxid"}` for every ephemeral under the directory
+    /// and the directory's pzxid, else
     /// `fail` or `info` with the error (the session is dropped then). Whether it answered.
     pub async fn poll(&mut self, is_final: bool) -> std::io::Result<bool> {
         let server = self.endpoint.name.clone();
@@ -78,8 +79,8 @@ impl Poller {
         let read = tokio::time::timeout(self.op_timeout, self.read()).await;
         let read = read.unwrap_or(Err(OpError::Deadline(self.op_timeout)));
         match read {
-            Ok(nodes) => {
-                let value = json!({ "nodes": nodes });
+            Ok((nodes, pzxid)) => {
+                let value = json!({ "nodes": nodes, "pzxid": pzxid });
                 self.recorder
                     .record(OpType::Ok, process, "poll", value, meta())?;
                 Ok(true)
@@ -100,8 +101,9 @@ impl Poller {
     }
 
     /// Every ephemeral under the directory with its owner, as the server serves it after a
-    /// `sync`.
-    async fn read(&mut self) -> Result<Map<String, Value>, OpError> {
+    /// `sync`, and the directory's pzxid (the last create or delete of a child the server
+    /// had applied: a poll lacking a node created later was behind).
+    async fn read(&mut self) -> Result<(Map<String, Value>, i64), OpError> {
         if self.session.is_none() {
             let deadline = Instant::now() + self.op_timeout;
             let opened = pinned_session(&self.endpoint.address(), deadline).await;
@@ -112,11 +114,13 @@ impl Poller {
         let client = self.session.as_ref().expect("opened above");
         client.sync(&self.dir).await?;
         let tree = read_tree(client, &self.dir).await?;
-        Ok(tree
+        let pzxid = tree.get(&self.dir).map_or(0, |dir| dir.pzxid);
+        let nodes = tree
             .into_iter()
             .filter(|(_, z)| z.ephemeral_owner != 0)
             .map(|(path, z)| (path, json!(session_name(z.ephemeral_owner))))
-            .collect())
+            .collect();
+        Ok((nodes, pzxid))
     }
 }
 
