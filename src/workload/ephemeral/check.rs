@@ -23,13 +23,15 @@
 //!   start's invocation (a fault can stall expiry: a leader election restarts every session's
 //!   clock), to the fault's heal plus the timeout and slack. The final polls, after the
 //!   settle, are held to the same deadlines.
-//! - **session-expired-early**: a server's synced poll begun after a session was cut and
-//!   answered before it could have expired does not show one of its ephemerals (and no later poll of that server
-//!   shows it again). The leader hears of every create and of the session's creation itself,
-//!   so it last heard from the session no earlier than the invocation of its last
-//!   acknowledged create (or of its open), and ZooKeeper expires a session no earlier than
-//!   the session timeout its server negotiated after that (rounded up to a tick); the bound is
-//!   that invocation plus the negotiated timeout, less a tick ([`TICK_SLACK`]).
+//! - **session-expired-early**: a cut session's client is told it expired, or a server's
+//!   synced poll begun after the cut does not show one of its ephemerals (and was not
+//!   [`behind`]), before the session could have expired. The leader hears of every create and
+//!   of the session's creation itself, so it last heard from the session no earlier than the
+//!   invocation of its last acknowledged create (or of its open), and ZooKeeper expires a
+//!   session no earlier than the session timeout its server negotiated after that (rounded up
+//!   to a tick); the bound is that invocation plus the negotiated timeout, less a tick
+//!   ([`TICK_SLACK`]). Every second cut lasts half the timeout, so a server that expires
+//!   sessions early tells the client so when it is let through.
 //! - **session-id-reused**: two sessions opened with one id.
 //!
 //! Valid needs every polled server read in a final poll begun after every session's
@@ -108,6 +110,8 @@ struct Life {
     alive: u64,
     /// Its client was told it expired.
     told_expired: bool,
+    /// When (and by which op) its client was first told it expired.
+    told_expired_at: Option<(u64, u64)>,
     /// The latest invocation of its open or of an acknowledged create: the leader heard
     /// from it no earlier.
     heard: u64,
@@ -252,6 +256,9 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
             ("session", Some("connected")) => life.alive = life.alive.max(op.time),
             ("session", Some("expired")) => {
                 life.told_expired = true;
+                if life.told_expired_at.is_none_or(|(t, _)| op.time < t) {
+                    life.told_expired_at = Some((op.time, op.index));
+                }
                 life.ends(op.time, "expired");
             }
             ("session", Some("closed")) => life.ends(op.time, "closed"),
@@ -278,7 +285,7 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
         })
         .collect();
     report.stale_polls = lost(&polls, &created, &lives, &mut report.found);
-    expired_early(&polls, &created, &lives, limits, &mut report.found);
+    expired_early(ops, &polls, &created, &lives, limits, &mut report.found);
     outlived(&polls, &deadlines, &mut report.found);
 
     let last_deadline = deadlines.values().map(|d| d.2).max().unwrap_or(0);
@@ -399,9 +406,20 @@ fn behind(polls: &[Poll], poll: &Poll, node: &Created) -> bool {
     })
 }
 
-/// Notes every ephemeral of a cut session that a poll begun after the cut and answered
+/// The timeout of `life`'s session and the earliest time it could expire: the invocation of
+/// its last acknowledged create (or of its open), which the leader heard, plus the timeout
+/// its server negotiated, less [`TICK_SLACK`].
+fn earliest_expiry(life: &Life, limits: Limits) -> (Duration, u64) {
+    let timeout = life.timeout.unwrap_or(limits.session_timeout);
+    let earliest = life.heard + timeout.saturating_sub(TICK_SLACK).as_nanos() as u64;
+    (timeout, earliest)
+}
+
+/// Notes every cut session whose client was told it expired before it could have, and every
+/// ephemeral of a cut session that a poll begun after the cut and answered
 /// before the session could have expired did not show (a poll [`behind`] left out).
 fn expired_early(
+    ops: &[Op],
     polls: &[Poll],
     created: &[Created],
     lives: &HashMap<String, Life>,
@@ -409,6 +427,27 @@ fn expired_early(
     found: &mut Anomalies,
 ) {
     let mut noted: HashSet<&str> = HashSet::new();
+    for (session, life) in lives {
+        let (Some((cut, "cut")), Some((told, index))) = (life.ended(), life.told_expired_at)
+        else {
+            continue;
+        };
+        let (timeout, earliest) = earliest_expiry(life, limits);
+        let Some(op) = ops.iter().find(|op| op.index == index) else {
+            continue;
+        };
+        if told < earliest && noted.insert(session.as_str()) {
+            let what = format!(
+                "session {session}'s client was told it expired at {}: the session was cut at {}, last heard from no earlier than {} with a {} s timeout, so it could not expire before {}",
+                secs(told),
+                secs(cut),
+                secs(life.heard),
+                timeout.as_secs_f64(),
+                secs(earliest),
+            );
+            found.note("session-expired-early", op, life.process, what);
+        }
+    }
     for node in created {
         let Some(life) = lives.get(&node.session) else {
             continue;
@@ -416,8 +455,7 @@ fn expired_early(
         let Some((cut, "cut")) = life.ended() else {
             continue;
         };
-        let timeout = life.timeout.unwrap_or(limits.session_timeout);
-        let earliest = life.heard + timeout.saturating_sub(TICK_SLACK).as_nanos() as u64;
+        let (timeout, earliest) = earliest_expiry(life, limits);
         let gone = polls.iter().find(|poll| {
             poll.begun > node.time.max(cut)
                 && poll.answered < earliest

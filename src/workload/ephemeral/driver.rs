@@ -4,7 +4,8 @@
 //! closed by its client, or, every `cut_every`-th session, cut off behind a loopback proxy
 //! ([`CutProxy`]) so that it expires while the servers stay healthy (the proxy lets it
 //! through again after the session timeout and the slack, so the client hears that it
-//! expired, or reconnects when it did not). Meanwhile every server's view is polled
+//! expired, or reconnects when it did not); every second cut lasts half the session timeout
+//! instead, which the session must outlive. Meanwhile every server's view is polled
 //! ([`super::poll`]); after the run, once every fault is healed and every session's deadline
 //! has passed, every server is polled once more.
 //!
@@ -14,7 +15,8 @@
 //! - `create` invoked `{"session", "path", "mode"}` (`ephemeral`, `ephemeral-sequential`),
 //!   `ok` `{"session", "path"}` with the path created and its czxid as `zxid`.
 //! - `close` invoked `{"session"}`, `ok` when the client saw the session closed, `info`
-//!   otherwise; `cut` invoked and `ok` `{"session"}` around the proxy dropping its traffic.
+//!   otherwise; `cut` invoked and `ok` `{"session", "for_ms"}` around the proxy dropping its
+//!   traffic (for that long).
 //! - `session` (each session's watcher, a process of its own) invoked and `ok`
 //!   `{"session", "state"}` for each state the client reports: `connected`, `disconnected`,
 //!   `read-only`, `expired`, `closed`, `auth-failed`.
@@ -77,7 +79,8 @@ struct Slots {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ending {
     Close,
-    Cut,
+    /// Cut off until it expires, or (`short`) for half its timeout, which it must outlive.
+    Cut { short: bool },
 }
 
 /// What the sessions of one slot did.
@@ -226,7 +229,9 @@ impl Slots {
             let n = self.begun.fetch_add(1, Ordering::Relaxed);
             let cut_every = u64::from(self.cfg.cut_every);
             let ending = match cut_every > 0 && n % cut_every == cut_every - 1 {
-                true => Ending::Cut,
+                true => Ending::Cut {
+                    short: (n / cut_every) % 2 == 1,
+                },
                 false => Ending::Close,
             };
             let endpoint = &self.endpoints[(slot + n as usize) % self.endpoints.len()];
@@ -248,10 +253,10 @@ impl Slots {
                     tally.closed += 1;
                     self.close(open).await?;
                 }
-                Ending::Cut => {
+                Ending::Cut { short } => {
                     tally.cut += 1;
                     let slots = self.clone();
-                    tails.spawn(async move { slots.cut(open).await });
+                    tails.spawn(async move { slots.cut(open, short).await });
                 }
             }
         }
@@ -284,7 +289,7 @@ impl Slots {
             ..Meta::default()
         };
         let (proxy, address, via) = match ending {
-            Ending::Cut => {
+            Ending::Cut { .. } => {
                 let proxy = CutProxy::bind(endpoint.address()).await?;
                 let address = format!("127.0.0.1:{}", proxy.port());
                 (Some(proxy), address, "proxy")
@@ -422,10 +427,15 @@ impl Slots {
         Ok(())
     }
 
-    /// Cuts the session off behind its proxy for the session timeout and the slack, then
-    /// lets it through: the client hears that it expired, or reconnects (then it is closed).
-    async fn cut(self: Arc<Slots>, open: Open) -> std::io::Result<()> {
-        let value = json!({ "session": open.session });
+    /// Cuts the session off behind its proxy for the session timeout and the slack (or, when
+    /// `short`, half the timeout, which it must outlive), then lets it through: the client
+    /// hears that it expired, or reconnects (then it is closed).
+    async fn cut(self: Arc<Slots>, open: Open, short: bool) -> std::io::Result<()> {
+        let length = match short {
+            true => self.options.session_timeout / 2,
+            false => self.options.session_timeout + self.cfg.slack.0,
+        };
+        let value = json!({ "session": open.session, "for_ms": length.as_millis() as u64 });
         self.record(
             OpType::Invoke,
             open.process,
@@ -436,7 +446,7 @@ impl Slots {
         open.set_cut(true);
         self.record(OpType::Ok, open.process, "cut", value, open.meta())?;
         self.ended();
-        tokio::time::sleep(self.options.session_timeout + self.cfg.slack.0).await;
+        tokio::time::sleep(length).await;
         open.set_cut(false);
         let mut states = open.client.state_watcher();
         let heard = async {

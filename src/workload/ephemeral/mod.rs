@@ -34,7 +34,8 @@ pub struct EphemeralConfig {
     pub nodes: u32,
     /// How long a session holds its ephemerals before it ends.
     pub hold: Duration,
-    /// Every `cut_every`-th session is cut off from the servers until it expires; the others
+    /// Every `cut_every`-th session is cut off from the servers (every second such cut until
+    /// it expires, the others for half the session timeout, which it must outlive); the others
     /// are closed by their client (0: none is cut).
     pub cut_every: u32,
     /// How often each server's view is polled.
