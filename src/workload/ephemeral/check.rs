@@ -99,7 +99,7 @@ pub struct EphemeralReport {
 
 /// One session as its client saw it.
 #[derive(Debug, Default)]
-struct Life {
+struct Life<'a> {
     process: u64,
     opened: u64,
     /// When it ended and how (`closed`, `cut`, `expired`).
@@ -108,10 +108,8 @@ struct Life {
     cut: Option<u64>,
     /// The latest time something proves it alive.
     alive: u64,
-    /// Its client was told it expired.
-    told_expired: bool,
-    /// When (and by which op) its client was first told it expired.
-    told_expired_at: Option<(u64, u64)>,
+    /// The first report that its client was told it expired.
+    told_expired: Option<&'a Op>,
     /// The latest invocation of its open or of an acknowledged create: the leader heard
     /// from it no earlier.
     heard: u64,
@@ -119,7 +117,7 @@ struct Life {
     timeout: Option<Duration>,
 }
 
-impl Life {
+impl Life<'_> {
     fn ends(&mut self, time: u64, how: &'static str) {
         if self.end.is_none_or(|(t, _)| time < t) {
             self.end = Some((time, how));
@@ -255,9 +253,8 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
             ("cut", _) => life.cut = Some(life.cut.map_or(op.time, |c| c.min(op.time))),
             ("session", Some("connected")) => life.alive = life.alive.max(op.time),
             ("session", Some("expired")) => {
-                life.told_expired = true;
-                if life.told_expired_at.is_none_or(|(t, _)| op.time < t) {
-                    life.told_expired_at = Some((op.time, op.index));
+                if life.told_expired.is_none_or(|told| op.time < told.time) {
+                    life.told_expired = Some(op);
                 }
                 life.ends(op.time, "expired");
             }
@@ -273,7 +270,7 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
             Some("cut") => report.cut += 1,
             _ => {}
         }
-        report.expired += u64::from(life.told_expired);
+        report.expired += u64::from(life.told_expired.is_some());
     }
 
     let faults = fault_intervals(ops);
@@ -285,7 +282,7 @@ pub fn check_ephemeral(ops: &[Op], limits: Limits) -> EphemeralReport {
         })
         .collect();
     report.stale_polls = lost(&polls, &created, &lives, &mut report.found);
-    expired_early(ops, &polls, &created, &lives, limits, &mut report.found);
+    expired_early(&polls, &created, &lives, limits, &mut report.found);
     outlived(&polls, &deadlines, &mut report.found);
 
     let last_deadline = deadlines.values().map(|d| d.2).max().unwrap_or(0);
@@ -419,7 +416,6 @@ fn earliest_expiry(life: &Life, limits: Limits) -> (Duration, u64) {
 /// ephemeral of a cut session that a poll begun after the cut and answered
 /// before the session could have expired did not show (a poll [`behind`] left out).
 fn expired_early(
-    ops: &[Op],
     polls: &[Poll],
     created: &[Created],
     lives: &HashMap<String, Life>,
@@ -428,24 +424,20 @@ fn expired_early(
 ) {
     let mut noted: HashSet<&str> = HashSet::new();
     for (session, life) in lives {
-        let (Some((cut, "cut")), Some((told, index))) = (life.ended(), life.told_expired_at)
-        else {
+        let (Some((cut, "cut")), Some(told)) = (life.ended(), life.told_expired) else {
             continue;
         };
         let (timeout, earliest) = earliest_expiry(life, limits);
-        let Some(op) = ops.iter().find(|op| op.index == index) else {
-            continue;
-        };
-        if told < earliest && noted.insert(session.as_str()) {
+        if told.time < earliest && noted.insert(session.as_str()) {
             let what = format!(
                 "session {session}'s client was told it expired at {}: the session was cut at {}, last heard from no earlier than {} with a {} s timeout, so it could not expire before {}",
-                secs(told),
+                secs(told.time),
                 secs(cut),
                 secs(life.heard),
                 timeout.as_secs_f64(),
                 secs(earliest),
             );
-            found.note("session-expired-early", op, life.process, what);
+            found.note("session-expired-early", told, life.process, what);
         }
     }
     for node in created {
